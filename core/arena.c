@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/arena.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/common.h"
+#include "core/spinlock.h"
+
+#define CHUNK_SIZE ((size_t)64 << 10)
+
+static tfa_spinlock_t arena_lock = TFA_SPINLOCK_INIT;
+static char *chunk_cur;
+static size_t chunk_left;
+static size_t mapped_bytes;
+static long fail_after = -1;
+
+void *
+tfa_arena_map(size_t bytes)
+{
+	long budget = __atomic_load_n(&fail_after, __ATOMIC_RELAXED);
+
+	if (tfa_unlikely(budget >= 0)) {
+		if (budget == 0)
+			return NULL;
+		__atomic_fetch_sub(&fail_after, 1, __ATOMIC_RELAXED);
+	}
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	__atomic_fetch_add(&mapped_bytes, bytes, __ATOMIC_RELAXED);
+	return p;
+}
+
+void
+tfa_arena_unmap(void *p, size_t bytes)
+{
+	if (p == NULL)
+		return;
+	munmap(p, bytes);
+	__atomic_fetch_sub(&mapped_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+void *
+tfa_arena_alloc(size_t bytes)
+{
+	bytes = (bytes + 15) & ~(size_t)15;
+	if (bytes > CHUNK_SIZE / 4)
+		return tfa_arena_map(bytes);
+
+	tfa_spin_lock(&arena_lock);
+	if (chunk_left < bytes) {
+		char *c = tfa_arena_map(CHUNK_SIZE);
+		if (c == NULL) {
+			tfa_spin_unlock(&arena_lock);
+			return NULL;
+		}
+		chunk_cur = c;
+		chunk_left = CHUNK_SIZE;
+	}
+	void *p = chunk_cur;
+	chunk_cur += bytes;
+	chunk_left -= bytes;
+	tfa_spin_unlock(&arena_lock);
+	return p;
+}
+
+char *
+tfa_arena_strndup(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	char *p = tfa_arena_alloc(n + 1);
+
+	if (p != NULL) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+size_t
+tfa_arena_mapped_bytes(void)
+{
+	return __atomic_load_n(&mapped_bytes, __ATOMIC_RELAXED);
+}
+
+void
+tfa_arena_inject_failure(long successes)
+{
+	__atomic_store_n(&fail_after, successes, __ATOMIC_RELAXED);
+}
+
+void
+tfa_arena_prefork(void)
+{
+	tfa_spin_lock(&arena_lock);
+}
+
+void
+tfa_arena_postfork_parent(void)
+{
+	tfa_spin_unlock(&arena_lock);
+}
+
+void
+tfa_arena_postfork_child(void)
+{
+	tfa_spin_init(&arena_lock);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's own memory.  Nothing the shim keeps (pointer table, thread
+ * records, strings, error lists) may come from the intercepted malloc, so it
+ * all comes from here: whole mappings from mmap, or small permanent pieces
+ * carved from mmap'd chunks.
+ */
+#ifndef TFA_CORE_ARENA_H
+#define TFA_CORE_ARENA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Maps at least `bytes` of zeroed memory; NULL on failure.  [never allocates] */
+void *tfa_arena_map(size_t bytes);
+void tfa_arena_unmap(void *p, size_t bytes);
+
+/*
+ * A small zeroed piece that lives until the process ends (16-byte aligned).
+ * NULL on failure.  [never allocates] [takes arena lock]
+ */
+void *tfa_arena_alloc(size_t bytes);
+
+/* Copies s (at most max bytes) into arena memory; NULL on failure. */
+char *tfa_arena_strndup(const char *s, size_t max);
+
+/* Total bytes the shim has mapped for itself: reported as its overhead. */
+size_t tfa_arena_mapped_bytes(void);
+
+/*
+ * Fault injection for tests: after `successes` more successful maps, every
+ * map fails.  A negative value turns injection off.
+ */
+void tfa_arena_inject_failure(long successes);
+
+void tfa_arena_prefork(void);
+void tfa_arena_postfork_parent(void);
+void tfa_arena_postfork_child(void);
+
+#endif /* TFA_CORE_ARENA_H */

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct out {
+	char *buf;
+	size_t size;
+	size_t len; /* what the full output would need */
+};
+
+static void
+out_char(struct out *o, char c)
+{
+	if (o->len + 1 < o->size)
+		o->buf[o->len] = c;
+	o->len++;
+}
+
+static void
+out_str(struct out *o, const char *s, size_t max)
+{
+	for (size_t i = 0; i < max && s[i] != '\0'; i++)
+		out_char(o, s[i]);
+}
+
+/* A number with an optional sign, padded to width as printf does ('0' pads after the sign). */
+static void
+out_number(struct out *o, unsigned long long v, bool negative, unsigned base, bool upper, int width,
+	   char pad, bool left)
+{
+	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	char tmp[24];
+	int n = 0;
+
+	do {
+		tmp[n++] = digits[v % base];
+		v /= base;
+	} while (v != 0);
+	int len = n + (negative ? 1 : 0);
+	if (negative && pad == '0')
+		out_char(o, '-');
+	for (int i = len; !left && i < width; i++)
+		out_char(o, pad);
+	if (negative && pad != '0')
+		out_char(o, '-');
+	while (n > 0)
+		out_char(o, tmp[--n]);
+	for (int i = len; left && i < width; i++)
+		out_char(o, ' ');
+}
+
+size_t
+tfa_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	struct out o = { .buf = buf, .size = size, .len = 0 };
+
+	for (const char *p = fmt; *p != '\0'; p++) {
+		if (*p != '%') {
+			out_char(&o, *p);
+			continue;
+		}
+		p++;
+		char pad = ' ';
+		bool left = false;
+		int width = 0;
+		int precision = -1;
+		int longs = 0;
+		bool size_t_mod = false;
+
+		if (*p == '-') {
+			left = true;
+			p++;
+		}
+		if (*p == '0' && !left) {
+			pad = '0';
+			p++;
+		}
+		while (*p >= '0' && *p <= '9')
+			width = width * 10 + (*p++ - '0');
+		if (*p == '.' && p[1] == '*') {
+			precision = va_arg(ap, int);
+			p += 2;
+		}
+		while (*p == 'l') {
+			longs++;
+			p++;
+		}
+		if (*p == 'z') {
+			size_t_mod = true;
+			p++;
+		}
+		switch (*p) {
+		case 's': {
+			const char *s = va_arg(ap, const char *);
+			if (s == NULL)
+				s = "(null)";
+			size_t max = precision >= 0 ? (size_t)precision : (size_t)-1;
+			size_t n = precision >= 0 ? strnlen(s, max) : strlen(s);
+			for (int i = (int)n; !left && i < width; i++)
+				out_char(&o, ' ');
+			out_str(&o, s, max);
+			for (int i = (int)n; left && i < width; i++)
+				out_char(&o, ' ');
+			break;
+		}
+		case 'c':
+			out_char(&o, (char)va_arg(ap, int));
+			break;
+		case 'd':
+		case 'i': {
+			long long v;
+			if (size_t_mod)
+				v = va_arg(ap, ptrdiff_t);
+			else if (longs >= 2)
+				v = va_arg(ap, long long);
+			else if (longs == 1)
+				v = va_arg(ap, long);
+			else
+				v = va_arg(ap, int);
+			if (v < 0)
+				out_number(&o, 0ULL - (unsigned long long)v, true, 10, false, width, pad, left);
+			else
+				out_number(&o, (unsigned long long)v, false, 10, false, width, pad, left);
+			break;
+		}
+		case 'u':
+		case 'x':
+		case 'X': {
+			unsigned long long v;
+			if (size_t_mod)
+				v = va_arg(ap, size_t);
+			else if (longs >= 2)
+				v = va_arg(ap, unsigned long long);
+			else if (longs == 1)
+				v = va_arg(ap, unsigned long);
+			else
+				v = va_arg(ap, unsigned);
+			out_number(&o, v, false, *p == 'u' ? 10 : 16, *p == 'X', width, pad, left);
+			break;
+		}
+		case 'p':
+			out_str(&o, "0x", 2);
+			out_number(&o, (uintptr_t)va_arg(ap, void *), false, 16, false, 0, ' ', false);
+			break;
+		case '%':
+			out_char(&o, '%');
+			break;
+		case '\0':
+			p--;
+			break;
+		default:
+			out_char(&o, '%');
+			out_char(&o, *p);
+			break;
+		}
+	}
+	if (size > 0)
+		buf[o.len < size ? o.len : size - 1] = '\0';
+	return o.len;
+}
+
+size_t
+tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t n = tfa_vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+int
+tfa_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Messages go to the stderr the process started with: programs close or
+ * redirect fd 2 (coreutils close it at exit, before the profile is written),
+ * so tfa_log_init keeps a duplicate far above the fds programs use, and
+ * checks before each write that it is still the same file.
+ */
+#define LOG_FD_MIN 1021
+
+static int log_fd = 2;
+static dev_t log_dev;
+static ino_t log_ino;
+
+void
+tfa_log_init(void)
+{
+	struct stat st;
+	int fd = fcntl(2, F_DUPFD_CLOEXEC, LOG_FD_MIN);
+
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	log_dev = st.st_dev;
+	log_ino = st.st_ino;
+	log_fd = fd;
+}
+
+int
+tfa_log_fd(void)
+{
+	struct stat st;
+
+	if (log_fd != 2
+	    && (fstat(log_fd, &st) != 0 || st.st_dev != log_dev || st.st_ino != log_ino))
+		return 2; /* the program closed or reused it */
+	return log_fd;
+}
+
+void
+tfa_log(const char *fmt, ...)
+{
+	char buf[1024];
+	int saved_errno = errno;
+	size_t n = tfa_snprintf(buf, sizeof(buf), "tfalloc[%d]: ", (int)getpid());
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (n < sizeof(buf))
+		n += tfa_vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+	va_end(ap);
+	if (n > sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)tfa_write_all(tfa_log_fd(), buf, n);
+	errno = saved_errno;
+}
+
+size_t
+tfa_format_bytes(char *buf, size_t size, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	unsigned u = 0;
+	uint64_t unit = 1024;
+
+	if (bytes < 1024)
+		return tfa_snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && bytes / unit >= 1024) {
+		unit *= 1024;
+		u++;
+	}
+	/* One decimal, rounded, without floating point; 1023.96 KiB is 1.0 MiB. */
+	uint64_t tenths = (bytes / unit) * 10 + ((bytes % unit) * 10 + unit / 2) / unit;
+	if (tenths >= 10240 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		u++;
+		unit *= 1024;
+		tenths = (bytes / unit) * 10 + ((bytes % unit) * 10 + unit / 2) / unit;
+	}
+	return tfa_snprintf(buf, size, "%llu.%llu %s", (unsigned long long)(tenths / 10),
+			    (unsigned long long)(tenths % 10), units[u]);
+}

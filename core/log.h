@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Allocation-free formatting and output.  The shim may not call stdio, which
+ * can allocate (the first printf to a file allocates its buffer), so every
+ * message of the shim is formatted here into a caller's buffer and written
+ * with write(2).
+ *
+ * Supported conversions: %s %c %d %i %u %x %X %p %% with the length modifiers
+ * l, ll, z; %.*s; a width for d/u/x (space or zero padded, e.g. %08x, %5u).
+ */
+#ifndef TFA_CORE_LOG_H
+#define TFA_CORE_LOG_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Formats into buf (always NUL-terminated when size > 0) and returns the
+ * length the full output would have had, like snprintf.  [never allocates]
+ * [async-signal-safe]
+ */
+size_t tfa_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
+size_t tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Writes all of buf to fd, retrying on EINTR and short writes.  Returns 0 or -errno. */
+int tfa_write_all(int fd, const void *buf, size_t len);
+
+/*
+ * Keeps a private duplicate of stderr (fd >= 1021, close-on-exec) for the
+ * shim's messages, so that they still reach the terminal after the program
+ * closed fd 2.  Called once at init.
+ */
+void tfa_log_init(void);
+
+/* The fd messages go to: the duplicate while it is still stderr's file, else 2. */
+int tfa_log_fd(void);
+
+/*
+ * One line on stderr, "tfalloc[PID]: message\n".  Messages longer than 1 KiB
+ * are cut.  [never allocates]
+ */
+void tfa_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Formats a byte count for people: "512 B", "1.5 KiB", "12.0 MiB". */
+size_t tfa_format_bytes(char *buf, size_t size, uint64_t bytes);
+
+/* Logs once per call site; later calls are silent. */
+#define TFA_LOG_ONCE(...)                                          \
+	do {                                                       \
+		static int tfa_log_once_done_;                     \
+		if (!__atomic_exchange_n(&tfa_log_once_done_, 1, __ATOMIC_RELAXED)) \
+			tfa_log(__VA_ARGS__);                      \
+	} while (0)
+
+#endif /* TFA_CORE_LOG_H */

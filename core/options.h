@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shim's options, read from TFALLOC_* environment variables.
+ *
+ * One X-macro table defines every option: the struct fields, the defaults,
+ * the parser and the help text all come from it.  Parsing never allocates
+ * (it runs inside the host program's first malloc calls) and never fails: a
+ * bad value gives one line saying what was wrong and what is used instead,
+ * and the default stays.
+ *
+ * Types: str (at most TFA_OPT_STR_MAX - 1 bytes), bool (1/0, true/false,
+ * yes/no, on/off, any case), size (a count of bytes with an optional K, M, G,
+ * T suffix, powers of 1024, optional "B" or "iB"), uint (a decimal count).
+ */
+#ifndef TFA_CORE_OPTIONS_H
+#define TFA_CORE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/common.h"
+
+#define TFA_OPT_STR_MAX 4096
+
+/*      NAME            field           type  default  help */
+#define TFA_OPTIONS(X)                                                                        \
+	X(ALLOCATOR,      allocator,      str,  "",     "host allocator by registry name (jemalloc, glibc); empty: the highest priority") \
+	X(LIMIT,          limit,          size, 0,      "bytes_limit of the cpu device: allocations that would pass it fail with ENOMEM; 0: none") \
+	X(OUTPUT,         output,         str,  "",     "directory for profile files; empty: the working directory at start") \
+	X(QUIET,          quiet,          bool, false,  "no summary line on stderr at exit")                     \
+	X(PROFILE,        profile,        bool, true,   "write a profile file at exit")                          \
+	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \
+	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)")
+
+/* Variables the tfalloc command reads; the shim accepts them silently. */
+#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY"
+
+typedef enum tfa_opt_state_e {
+	TFA_OPT_DEFAULT = 0, /* not set, or set to a bad value */
+	TFA_OPT_SET = 1,
+} tfa_opt_state_t;
+
+#define TFA_OPT_TYPE_str  char
+#define TFA_OPT_TYPE_bool bool
+#define TFA_OPT_TYPE_size uint64_t
+#define TFA_OPT_TYPE_uint uint64_t
+#define TFA_OPT_DIM_str   [TFA_OPT_STR_MAX]
+#define TFA_OPT_DIM_bool
+#define TFA_OPT_DIM_size
+#define TFA_OPT_DIM_uint
+
+typedef struct tfa_options_s {
+#define TFA_OPT_FIELD(NAME, field, type, def, help) TFA_OPT_TYPE_##type field TFA_OPT_DIM_##type;
+	TFA_OPTIONS(TFA_OPT_FIELD)
+#undef TFA_OPT_FIELD
+#define TFA_OPT_STATE(NAME, field, type, def, help) tfa_opt_state_t field##_state;
+	TFA_OPTIONS(TFA_OPT_STATE)
+#undef TFA_OPT_STATE
+} tfa_options_t;
+
+/* Receives each one-line complaint (without newline). */
+typedef void (*tfa_diag_fn)(void *ctx, const char *msg);
+
+/* Fills out with every default. */
+void tfa_options_defaults(tfa_options_t *out);
+
+/*
+ * Sets out from the TFALLOC_* entries of envp (a NULL-terminated environ
+ * array; NULL: none) on top of the defaults.  Each bad value and unknown
+ * TFALLOC_ variable gives one diag line.  Returns the number of complaints.
+ * [never allocates]
+ */
+int tfa_options_parse(char *const *envp, tfa_options_t *out, tfa_diag_fn diag, void *ctx);
+
+/*
+ * Parses one value of a type ("size", "bool", "uint").  Return 0 and set
+ * *out, or -EINVAL (not a value of the type), -ERANGE (too large).
+ */
+int tfa_parse_size(const char *s, uint64_t *out) TFA_MUST_CHECK;
+int tfa_parse_bool(const char *s, bool *out) TFA_MUST_CHECK;
+int tfa_parse_uint(const char *s, uint64_t *out) TFA_MUST_CHECK;
+
+/* Prints "TFALLOC_NAME  type  default  help" lines through fn, for --help-env and docs. */
+void tfa_options_describe(void (*fn)(void *ctx, const char *line), void *ctx);
+
+#endif /* TFA_CORE_OPTIONS_H */

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The profile file: what one process leaves behind, written by the shim
+ * (core/profile_write.c, without malloc) and read by the tools
+ * (core/profile_read.c).
+ *
+ * Layout, all integers little-endian:
+ *
+ *   header   8 bytes magic "TFAPROF\0", u32 format version (1), u32 header
+ *            size (16).
+ *   records  u32 type, u32 payload length (<= TFA_PROF_MAX_RECORD), the
+ *            payload, u32 CRC-32 (IEEE, as zlib's crc32) of type, length and
+ *            payload.  Readers skip record types they do not know.
+ *   end      a TFA_REC_END record; a file without one was cut short.
+ *
+ * Payload building blocks: u32, u64, i64; a string is a u32 length then that
+ * many bytes (no NUL); a "counts" block is a u32 n then n u64 values, read as
+ * far as the reader knows the fields and extended only at the end, so older
+ * readers keep working.
+ */
+#ifndef TFA_CORE_PROFILE_FORMAT_H
+#define TFA_CORE_PROFILE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TFA_PROF_MAGIC       "TFAPROF"   /* 8 bytes with its NUL */
+#define TFA_PROF_VERSION     1u
+#define TFA_PROF_HEADER_SIZE 16u
+#define TFA_PROF_MAX_RECORD  (16u << 20)
+#define TFA_PROF_MAX_STRING  4096u
+
+enum tfa_prof_record_type_e {
+	/*
+	 * u32 pid, u32 ppid, u64 start_ns, u64 end_ns (CLOCK_REALTIME; end 0
+	 * while running), u32 end_reason, i32 exit_code, u32 flags,
+	 * str command (argv joined by spaces), str exe, str comm,
+	 * str tfalloc_version.
+	 */
+	TFA_REC_PROCESS = 1,
+	/* str device ("cpu"), str allocator (the backend's name), counts (enum tfa_prof_device_field_e). */
+	TFA_REC_DEVICE = 2,
+	/*
+	 * str device, u32 stack_id, u32 leak_kind (enum tfa_prof_leak_kind_e),
+	 * counts (enum tfa_prof_leak_field_e).  One record per group of leaked
+	 * blocks sharing device, stack and kind.
+	 */
+	TFA_REC_LEAK = 3,
+	/*
+	 * u32 error kind (enum tfa_prof_error_kind_e), u64 address, u32 stack_id
+	 * of the offending call, u32 stack_id of the allocation (0: none),
+	 * u64 count (times this address was hit), str detail.
+	 */
+	TFA_REC_ERROR = 4,
+	/* counts (enum tfa_prof_error_count_e): totals, shown rows may be capped. */
+	TFA_REC_ERROR_TOTALS = 5,
+	/* u64 records before this one, u32 complete (1: written at the end of the process). */
+	TFA_REC_END = 15,
+};
+
+enum tfa_prof_end_reason_e {
+	TFA_END_RUNNING = 0, /* a snapshot of a live process */
+	TFA_END_EXIT = 1,    /* exit_code: the status passed to exit() */
+	TFA_END_SIGNAL = 2,  /* exit_code: the signal number */
+	TFA_END_EXEC = 3,    /* the image was replaced by exec */
+	TFA_END_UNKNOWN = 4, /* ended without telling how (a library destructor ran) */
+};
+
+#define TFA_PROC_FLAG_FORKED    (1u << 0) /* a fork child: inherited its parent's heap */
+#define TFA_PROC_FLAG_DEGRADED  (1u << 1) /* the shim ran out of memory and stopped recording */
+
+enum tfa_prof_device_field_e {
+	TFA_DEV_NUM_ALLOCS = 0,
+	TFA_DEV_NUM_FREES,
+	TFA_DEV_NUM_REALLOCS,
+	TFA_DEV_BYTES_IN_USE,
+	TFA_DEV_PEAK_BYTES_IN_USE,
+	TFA_DEV_LARGEST_ALLOC_SIZE,
+	TFA_DEV_TOTAL_BYTES,
+	TFA_DEV_BYTES_LIMIT,
+	TFA_DEV_ALLOCATED_BYTES_IN_USE,
+	TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE,
+	TFA_DEV_TOTAL_ALLOCATED_BYTES,
+	TFA_DEV_SHIM_OVERHEAD_BYTES, /* memory the shim mapped for itself */
+	TFA_DEV_FIELD_COUNT
+};
+
+enum tfa_prof_leak_kind_e {
+	TFA_LEAK_UNCLASSIFIED = 0, /* live at exit; reachability not analysed */
+	TFA_LEAK_DEFINITE = 1,
+	TFA_LEAK_INDIRECT = 2,
+	TFA_LEAK_POSSIBLE = 3,
+	TFA_LEAK_REACHABLE = 4,
+};
+
+enum tfa_prof_leak_field_e {
+	TFA_LEAKF_BYTES = 0,     /* requested bytes */
+	TFA_LEAKF_BLOCKS,
+	TFA_LEAKF_ALLOCATED_BYTES,
+	TFA_LEAKF_SAMPLE_ADDRESS, /* one of the blocks */
+	TFA_LEAKF_FIELD_COUNT
+};
+
+enum tfa_prof_error_kind_e {
+	TFA_ERR_DOUBLE_FREE = 1,
+	TFA_ERR_INVALID_FREE = 2,
+	TFA_ERR_MISMATCHED_FREE = 3,
+};
+
+enum tfa_prof_error_count_e {
+	TFA_ERRC_DOUBLE_FREE = 0,
+	TFA_ERRC_INVALID_FREE,
+	TFA_ERRC_MISMATCHED_FREE,
+	TFA_ERRC_NOT_RECORDED, /* errors beyond the recorded rows */
+	TFA_ERRC_FIELD_COUNT
+};
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32()); start with crc = 0. */
+uint32_t tfa_crc32(uint32_t crc, const void *data, size_t len);
+
+/* "double_free", "invalid_free", "mismatched_free", or "unknown". */
+const char *tfa_prof_error_kind_name(uint32_t kind);
+/* "unclassified", "definite", "indirect", "possible", "reachable", or "unknown". */
+const char *tfa_prof_leak_kind_name(uint32_t kind);
+/* "running", "exit", "signal", "exec", "unknown". */
+const char *tfa_prof_end_reason_name(uint32_t reason);
+
+#endif /* TFA_CORE_PROFILE_FORMAT_H */

@@ -1,0 +1,708 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The process's tracker and everything around it: init, memory errors, the
+ * profile written at exit, fork.
+ *
+ * Lock order (outer first; no lock is held across a call into foreign code):
+ *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock
+ *   threads lock and the registry lock are never held with another.
+ */
+#include "core/shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/log.h"
+#include "core/options.h"
+#include "core/profile_format.h"
+#include "core/profile_write.h"
+#include "core/thread.h"
+#include "core/tracking_allocator.h"
+#include "registry/backends.h"
+#include "registry/registry.h"
+
+extern char **environ;
+
+/* ---- the process tracker: usable before any constructor runs ----------------------------- */
+
+static tfa_ptr_table_t process_table;
+
+static tfa_tracking_allocator_t cpu_tracker = {
+	.wrapper = {
+		.base = { .ops = &tfa_tracking_allocator_ops, .device = TFA_DEVICE_CPU },
+		.wrapped = &tfa_glibc_allocator,
+	},
+	.backends = { [TFA_BACKEND_GLIBC] = &tfa_glibc_allocator },
+	.table = &process_table,
+	.slot = TFA_SLOT_PROCESS,
+};
+
+static tfa_shim_state_t shim_state;
+static tfa_options_t opts;
+
+/* Who this process is, captured at init (and again in a fork child). */
+static struct {
+	pid_t pid;
+	pid_t ppid;
+	uint64_t start_ns;
+	uint32_t flags;
+	bool exit_hooked; /* on_exit registered: the profile is written there */
+	int exit_status;
+	char command[TFA_PROF_MAX_STRING];
+	char exe[TFA_PROF_MAX_STRING];
+	char comm[64];
+	char outdir[TFA_OPT_STR_MAX];
+} proc;
+
+/* ---- memory errors ----------------------------------------------------------------------- */
+
+#define MAX_ERROR_ROWS 1024
+
+struct error_row {
+	uint32_t kind;
+	uint8_t made_by;
+	uint8_t freed_by;
+	uintptr_t address;
+	uint64_t count;
+};
+
+static tfa_spinlock_t errors_lock = TFA_SPINLOCK_INIT;
+static struct error_row *error_rows; /* arena memory, MAX_ERROR_ROWS */
+static size_t nerror_rows;
+static uint64_t error_totals[TFA_ERRC_FIELD_COUNT];
+static uint64_t errors_printed[4];
+
+static const char *
+kind_call(uint8_t kind, bool allocating)
+{
+	switch (kind) {
+	case TFA_KIND_MALLOC:
+		return allocating ? "malloc" : "free";
+	case TFA_KIND_NEW:
+		return allocating ? "operator new" : "operator delete";
+	case TFA_KIND_NEW_ARRAY:
+		return allocating ? "operator new[]" : "operator delete[]";
+	case TFA_KIND_DEVICE:
+		return allocating ? "a device allocation" : "a device free";
+	default:
+		return allocating ? "the runtime" : "the runtime";
+	}
+}
+
+static void
+record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by)
+{
+	bool print;
+
+	tfa_spin_lock(&errors_lock);
+	error_totals[kind - 1]++;
+	struct error_row *row = NULL;
+	if (error_rows == NULL)
+		error_rows = tfa_arena_alloc(sizeof(*error_rows) * MAX_ERROR_ROWS);
+	for (size_t i = 0; error_rows != NULL && i < nerror_rows; i++) {
+		if (error_rows[i].kind == kind && error_rows[i].address == address) {
+			row = &error_rows[i];
+			break;
+		}
+	}
+	if (row == NULL && error_rows != NULL && nerror_rows < MAX_ERROR_ROWS) {
+		row = &error_rows[nerror_rows++];
+		row->kind = kind;
+		row->address = address;
+		row->made_by = made_by;
+		row->freed_by = freed_by;
+	}
+	if (row != NULL)
+		row->count++;
+	else
+		error_totals[TFA_ERRC_NOT_RECORDED]++;
+	print = errors_printed[kind]++ < opts.max_errors;
+	tfa_spin_unlock(&errors_lock);
+
+	if (print) {
+		switch (kind) {
+		case TFA_ERR_DOUBLE_FREE:
+			tfa_log("double free of %p by %s: the block was already freed; ignored",
+				(void *)address, kind_call(freed_by, false));
+			break;
+		case TFA_ERR_INVALID_FREE:
+			tfa_log("invalid free of %p by %s: not a block tfalloc handed out; ignored",
+				(void *)address, kind_call(freed_by, false));
+			break;
+		default:
+			tfa_log("mismatched free of %p: allocated by %s, released by %s",
+				(void *)address, kind_call(made_by, true), kind_call(freed_by, false));
+			break;
+		}
+	}
+	if (opts.abort_on_error) {
+		tfa_log("TFALLOC_ABORT_ON_ERROR is set: aborting");
+		if (tfa_shim_write_profile(TFA_END_SIGNAL, SIGABRT) != 0)
+			tfa_log("the profile could not be written before the abort");
+		abort();
+	}
+}
+
+static void
+report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *info)
+{
+	switch (r) {
+	case TFA_FREE_DOUBLE:
+		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by);
+		break;
+	case TFA_FREE_INVALID:
+		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by);
+		break;
+	case TFA_FREE_MISMATCH:
+		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- the hot path ------------------------------------------------------------------------- */
+
+void *
+tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+{
+	tfa_allocation_attrs_t attrs = {
+		.zero_fill = zero,
+		/* A nested call (the guard is held) is the shim's or its dependencies'. */
+		.kind = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind,
+	};
+	return tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
+}
+
+void
+tfa_shim_free(void *ptr, uint8_t kind)
+{
+	tfa_alloc_info_t info;
+	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
+	int r = tfa_tracking_deallocate(&cpu_tracker, ptr, freed_by, &info);
+
+	if (tfa_unlikely(r != TFA_FREE_OK))
+		report_free_result(r, ptr, kind, &info);
+}
+
+void *
+tfa_shim_realloc(void *ptr, size_t nbytes)
+{
+	int r;
+	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r);
+
+	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM)) {
+		tfa_alloc_info_t info = { .kind = TFA_KIND_NEW };
+		if (r == TFA_FREE_MISMATCH)
+			(void)tfa_tracking_lookup(&cpu_tracker, q, &info);
+		report_free_result(r, ptr, TFA_KIND_MALLOC, &info);
+	}
+	return q;
+}
+
+size_t
+tfa_shim_usable_size(const void *ptr)
+{
+	tfa_alloc_info_t info;
+
+	if (!tfa_tracking_lookup(&cpu_tracker, ptr, &info))
+		return 0;
+	return tfa_tracking_backend_usable_size(&cpu_tracker, &info);
+}
+
+tfa_shim_state_t
+tfa_shim_state(void)
+{
+	return __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE);
+}
+
+/* ---- init ---------------------------------------------------------------------------------- */
+
+static void
+log_diag(void *ctx, const char *msg)
+{
+	(void)ctx;
+	tfa_log("%s", msg);
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads a small /proc file into buf (NUL-terminated); returns the length or 0. */
+static size_t
+read_small_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+
+	if (fd < 0)
+		return 0;
+	while (len + 1 < size) {
+		ssize_t n = read(fd, buf + len, size - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return len;
+}
+
+static void
+capture_identity(void)
+{
+	proc.pid = getpid();
+	proc.ppid = getppid();
+	proc.start_ns = now_ns();
+
+	size_t n = read_small_file("/proc/self/cmdline", proc.command, sizeof(proc.command));
+	/* argv is NUL-separated; join with spaces. */
+	while (n > 0 && proc.command[n - 1] == '\0')
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (proc.command[i] == '\0')
+			proc.command[i] = ' ';
+	proc.command[n] = '\0';
+
+	ssize_t e = readlink("/proc/self/exe", proc.exe, sizeof(proc.exe) - 1);
+	proc.exe[e > 0 ? e : 0] = '\0';
+
+	n = read_small_file("/proc/self/comm", proc.comm, sizeof(proc.comm));
+	while (n > 0 && proc.comm[n - 1] == '\n')
+		proc.comm[--n] = '\0';
+}
+
+static void
+choose_allocator(void)
+{
+	tfa_allocator_t *chosen = NULL;
+	char names[256];
+
+	if (opts.allocator[0] != '\0') {
+		chosen = tfa_registry_find(TFA_DEVICE_CPU, opts.allocator, 0);
+		if (chosen == NULL) {
+			tfa_registry_names(TFA_DEVICE_CPU, names, sizeof(names));
+			tfa_allocator_t *fallback = tfa_registry_get_allocator(TFA_DEVICE_CPU, 0);
+			const char *why = tfa_registry_has_name(TFA_DEVICE_CPU, opts.allocator)
+						  ? "cannot be loaded here"
+						  : "unknown allocator";
+			tfa_log("TFALLOC_ALLOCATOR=\"%.*s\": %s (registered: %s); using %s", 64,
+				opts.allocator, why, names,
+				fallback != NULL ? tfa_allocator_name(fallback) : "glibc");
+		}
+	}
+	if (chosen == NULL)
+		chosen = tfa_registry_get_allocator(TFA_DEVICE_CPU, 0);
+	if (chosen == NULL)
+		chosen = &tfa_glibc_allocator;
+	tfa_tracking_allocator_set_backend(&cpu_tracker, chosen);
+}
+
+/*
+ * exit() runs this after every ELF destructor: __libc_start_main registers
+ * the loader's fini after the shim's constructor registered this, and exit
+ * handlers run in reverse order.  So the profile is written after the
+ * program's static destructors and its libraries' destructors, and knows the
+ * exit status.
+ */
+static void
+on_exit_hook(int status, void *arg)
+{
+	(void)arg;
+	proc.exit_status = status;
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
+		return;
+	/* A failure was reported on stderr by the summary line. */
+	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
+	(void)err;
+}
+
+static void
+slot_flush(void *ctx, tfa_stat_slot_t *slot)
+{
+	tfa_tracking_allocator_t *ta = ctx;
+	/* The exiting thread's pending figures become part of the published ones. */
+	__atomic_add_fetch(&ta->in_use, slot->pending_bytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&ta->allocated_in_use, slot->pending_allocated, __ATOMIC_RELAXED);
+	slot->pending_bytes = 0;
+	slot->pending_allocated = 0;
+}
+
+void
+tfa_shim_init(void)
+{
+	if (__atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) != TFA_SHIM_UNINIT)
+		return;
+	__atomic_store_n(&shim_state, TFA_SHIM_INITIALIZING, __ATOMIC_RELEASE);
+	tfa_guard_enter();
+
+	tfa_log_init();
+	tfa_options_parse(environ, &opts, log_diag, NULL);
+	tfa_glibc_allocator_resolve();
+	tfa_thread_slot_set_process_flush(slot_flush, &cpu_tracker);
+	choose_allocator();
+	if (opts.limit > 0)
+		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
+						       opts.limit > INT64_MAX ? INT64_MAX
+									      : (int64_t)opts.limit);
+	capture_identity();
+	if (opts.output[0] != '\0') {
+		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
+	} else if (getcwd(proc.outdir, sizeof(proc.outdir)) == NULL) {
+		memcpy(proc.outdir, ".", 2);
+	}
+	proc.exit_hooked = on_exit(on_exit_hook, NULL) == 0;
+	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
+
+	tfa_guard_exit();
+	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
+}
+
+/* ---- the profile --------------------------------------------------------------------------- */
+
+/* Leaks grouped by (stack id, device); groups past the table's size land in the last row. */
+#define LEAK_GROUPS_LG 12
+
+struct leak_group {
+	uint32_t used;
+	uint32_t stack_id;
+	uint8_t device;
+	uint64_t bytes;
+	uint64_t blocks;
+	uint64_t allocated;
+	uint64_t sample;
+};
+
+struct leak_walk {
+	struct leak_group *groups;
+	size_t ngroups;
+	size_t cap;
+	uint64_t bytes;
+	uint64_t blocks;
+};
+
+static void
+leak_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_walk *w = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	uint64_t h = ((uint64_t)info.stack_id * 31 + info.device) * UINT64_C(0x9E3779B97F4A7C15);
+	size_t mask = w->cap - 1;
+	size_t i = (size_t)(h >> 40) & mask;
+	struct leak_group *g = NULL;
+	for (size_t probes = 0; probes < w->cap; probes++, i = (i + 1) & mask) {
+		struct leak_group *c = &w->groups[i];
+		if (!c->used) {
+			/* Keep one row free so that the walk always ends. */
+			if (w->ngroups + 1 >= w->cap)
+				break;
+			c->used = 1;
+			c->stack_id = info.stack_id;
+			c->device = info.device;
+			w->ngroups++;
+			g = c;
+			break;
+		}
+		if (c->stack_id == info.stack_id && c->device == info.device) {
+			g = c;
+			break;
+		}
+	}
+	if (g == NULL)
+		g = &w->groups[0];
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(&cpu_tracker, info.backend);
+	size_t asz = info.requested;
+	if (b != NULL) {
+		size_t want = info.requested == 0 ? 1 : info.requested;
+		size_t good = tfa_allocator_good_size(b, want, info.lg_align ? (size_t)1 << info.lg_align : 0);
+		asz = good > want ? good : want;
+	}
+	g->bytes += info.requested;
+	g->blocks++;
+	g->allocated += asz;
+	if (g->sample == 0)
+		g->sample = info.ptr;
+	w->bytes += info.requested;
+	w->blocks++;
+}
+
+static uint8_t out_buf[64 << 10];
+static uint8_t rec_buf[64 << 10];
+static tfa_spinlock_t profile_lock = TFA_SPINLOCK_INIT;
+static char profile_path[TFA_OPT_STR_MAX + 128];
+
+/* Keeps a file name safe: letters, digits, '.', '_' and '-'. */
+static void
+sanitize(char *dst, size_t size, const char *src)
+{
+	size_t n = 0;
+
+	for (; *src != '\0' && n + 1 < size; src++) {
+		char c = *src;
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+			  || c == '.' || c == '_' || c == '-';
+		dst[n++] = ok ? c : '_';
+	}
+	if (n == 0)
+		dst[n++] = 'x';
+	dst[n] = '\0';
+}
+
+/* Creates the profile file exclusively, never through a symlink.  Returns the fd or -errno. */
+static int
+create_profile_file(void)
+{
+	char comm[64];
+
+	sanitize(comm, sizeof(comm), proc.comm);
+	for (int attempt = 0; attempt < 100; attempt++) {
+		if (attempt == 0)
+			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.prof",
+				     proc.outdir, comm, (int)proc.pid);
+		else
+			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.%d.prof",
+				     proc.outdir, comm, (int)proc.pid, attempt);
+		int fd = open(profile_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static void
+write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_allocator_stats_t *st,
+	      struct leak_walk *leaks)
+{
+	tfa_pw_begin(w, TFA_REC_PROCESS);
+	tfa_pw_u32(w, (uint32_t)proc.pid);
+	tfa_pw_u32(w, (uint32_t)proc.ppid);
+	tfa_pw_u64(w, proc.start_ns);
+	tfa_pw_u64(w, end_reason == TFA_END_RUNNING ? 0 : now_ns());
+	tfa_pw_u32(w, end_reason);
+	tfa_pw_u32(w, (uint32_t)exit_code);
+	tfa_pw_u32(w, proc.flags | (cpu_tracker.degraded ? TFA_PROC_FLAG_DEGRADED : 0));
+	tfa_pw_str(w, proc.command);
+	tfa_pw_str(w, proc.exe);
+	tfa_pw_str(w, proc.comm);
+	tfa_pw_str(w, TFA_VERSION);
+	tfa_pw_end(w);
+
+	uint64_t dev[TFA_DEV_FIELD_COUNT] = {
+		[TFA_DEV_NUM_ALLOCS] = (uint64_t)st->num_allocs,
+		[TFA_DEV_NUM_FREES] = (uint64_t)st->num_frees,
+		[TFA_DEV_NUM_REALLOCS] = (uint64_t)st->num_reallocs,
+		[TFA_DEV_BYTES_IN_USE] = (uint64_t)st->bytes_in_use,
+		[TFA_DEV_PEAK_BYTES_IN_USE] = (uint64_t)st->peak_bytes_in_use,
+		[TFA_DEV_LARGEST_ALLOC_SIZE] = (uint64_t)st->largest_alloc_size,
+		[TFA_DEV_TOTAL_BYTES] = (uint64_t)st->total_bytes,
+		[TFA_DEV_BYTES_LIMIT] = (uint64_t)st->bytes_limit,
+		[TFA_DEV_ALLOCATED_BYTES_IN_USE] = (uint64_t)st->allocated_bytes_in_use,
+		[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = (uint64_t)st->peak_allocated_bytes_in_use,
+		[TFA_DEV_TOTAL_ALLOCATED_BYTES] = (uint64_t)st->total_allocated_bytes,
+		[TFA_DEV_SHIM_OVERHEAD_BYTES] = tfa_arena_mapped_bytes(),
+	};
+	tfa_pw_begin(w, TFA_REC_DEVICE);
+	tfa_pw_str(w, "cpu");
+	tfa_pw_str(w, tfa_allocator_name(cpu_tracker.wrapper.wrapped));
+	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
+	tfa_pw_end(w);
+
+	for (size_t i = 0; leaks->groups != NULL && i < leaks->cap; i++) {
+		const struct leak_group *g = &leaks->groups[i];
+		if (!g->used && g->blocks == 0)
+			continue;
+		uint64_t f[TFA_LEAKF_FIELD_COUNT] = {
+			[TFA_LEAKF_BYTES] = g->bytes,
+			[TFA_LEAKF_BLOCKS] = g->blocks,
+			[TFA_LEAKF_ALLOCATED_BYTES] = g->allocated,
+			[TFA_LEAKF_SAMPLE_ADDRESS] = g->sample,
+		};
+		tfa_pw_begin(w, TFA_REC_LEAK);
+		tfa_pw_str(w, "cpu");
+		tfa_pw_u32(w, g->stack_id);
+		tfa_pw_u32(w, TFA_LEAK_UNCLASSIFIED);
+		tfa_pw_counts(w, f, TFA_LEAKF_FIELD_COUNT);
+		tfa_pw_end(w);
+	}
+
+	uint64_t totals[TFA_ERRC_FIELD_COUNT];
+	char detail[160];
+	tfa_spin_lock(&errors_lock);
+	memcpy(totals, error_totals, sizeof(totals));
+	for (size_t i = 0; i < nerror_rows; i++) {
+		const struct error_row *row = &error_rows[i];
+		if (row->kind == TFA_ERR_MISMATCHED_FREE)
+			tfa_snprintf(detail, sizeof(detail), "allocated by %s, released by %s",
+				     kind_call(row->made_by, true), kind_call(row->freed_by, false));
+		else
+			tfa_snprintf(detail, sizeof(detail), "%s of a block %s", kind_call(row->freed_by, false),
+				     row->kind == TFA_ERR_DOUBLE_FREE ? "already freed"
+								       : "tfalloc did not hand out");
+		tfa_pw_begin(w, TFA_REC_ERROR);
+		tfa_pw_u32(w, row->kind);
+		tfa_pw_u64(w, row->address);
+		tfa_pw_u32(w, 0);
+		tfa_pw_u32(w, 0);
+		tfa_pw_u64(w, row->count);
+		tfa_pw_str(w, detail);
+		tfa_pw_end(w);
+	}
+	tfa_spin_unlock(&errors_lock);
+	tfa_pw_begin(w, TFA_REC_ERROR_TOTALS);
+	tfa_pw_counts(w, totals, TFA_ERRC_FIELD_COUNT);
+	tfa_pw_end(w);
+}
+
+static void
+print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, int write_err)
+{
+	char peak[32], total[32], leaked[32], where[TFA_OPT_STR_MAX + 160];
+	uint64_t nerr = error_totals[TFA_ERRC_DOUBLE_FREE] + error_totals[TFA_ERRC_INVALID_FREE]
+			+ error_totals[TFA_ERRC_MISMATCHED_FREE];
+
+	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
+	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
+	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	if (!opts.profile)
+		where[0] = '\0';
+	else if (write_err != 0)
+		tfa_snprintf(where, sizeof(where), "; no profile: cannot write %s: %s", profile_path,
+			     strerrordesc_np(-write_err) != NULL ? strerrordesc_np(-write_err) : "error");
+	else
+		tfa_snprintf(where, sizeof(where), "; profile %s", profile_path);
+	char errors[48] = "";
+	if (nerr != 0)
+		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
+			     nerr == 1 ? "" : "s");
+	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)%s%s", proc.comm,
+		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
+		errors, where);
+}
+
+int
+tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
+{
+	tfa_allocator_stats_t st;
+	struct leak_walk leaks = { .cap = (size_t)1 << LEAK_GROUPS_LG };
+	size_t groups_bytes = sizeof(struct leak_group) << LEAK_GROUPS_LG;
+	int err = 0;
+	tfa_pw_t w;
+
+	tfa_guard_enter();
+	tfa_spin_lock(&profile_lock);
+	tfa_tracking_allocator_publish_self(&cpu_tracker);
+	leaks.groups = tfa_arena_map(groups_bytes);
+	if (leaks.groups != NULL)
+		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
+	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
+
+	if (opts.profile) {
+		int fd = create_profile_file();
+		if (fd < 0) {
+			err = fd;
+		} else {
+			tfa_pw_open(&w, fd, out_buf, sizeof(out_buf), rec_buf, sizeof(rec_buf));
+			write_records(&w, end_reason, exit_code, &st, &leaks);
+			err = tfa_pw_finish(&w, end_reason != TFA_END_RUNNING);
+			if (close(fd) != 0 && err == 0)
+				err = -errno;
+		}
+	}
+	if (!opts.quiet || err != 0)
+		print_summary(&st, &leaks, err);
+	tfa_arena_unmap(leaks.groups, groups_bytes);
+	tfa_spin_unlock(&profile_lock);
+	tfa_guard_exit();
+	return err;
+}
+
+void
+tfa_shim_on_fast_exit(int status)
+{
+	/* A vfork or clone(CLONE_VM) child has a pid of its own but no fork handler ran. */
+	if (tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
+		return;
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
+		return;
+	proc.exit_status = status;
+	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
+	(void)err;
+}
+
+/* The destructor writes only when exit() will not call on_exit_hook. */
+void
+tfa_shim_fini(void)
+{
+	if (proc.exit_hooked)
+		return;
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
+		return;
+	int err = tfa_shim_write_profile(TFA_END_UNKNOWN, 0);
+	(void)err;
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+void
+tfa_shim_prefork(void)
+{
+	tfa_spin_lock(&profile_lock);
+	tfa_spin_lock(&errors_lock);
+	tfa_ptr_table_prefork(&process_table);
+	tfa_thread_prefork();
+	tfa_arena_prefork();
+	/* Anything this thread allocates until fork returns must not wait for these locks. */
+	tfa_tls.holds_all_locks = 1;
+}
+
+void
+tfa_shim_postfork_parent(void)
+{
+	tfa_tls.holds_all_locks = 0;
+	tfa_arena_postfork_parent();
+	tfa_thread_postfork_parent();
+	tfa_ptr_table_postfork_parent(&process_table);
+	tfa_spin_unlock(&errors_lock);
+	tfa_spin_unlock(&profile_lock);
+}
+
+void
+tfa_shim_postfork_child(void)
+{
+	tfa_tls.holds_all_locks = 0;
+	tfa_arena_postfork_child();
+	tfa_thread_postfork_child();
+	tfa_ptr_table_postfork_child(&process_table);
+	tfa_spin_init(&errors_lock);
+	tfa_spin_init(&profile_lock);
+	/* The child is a process of its own: its own identity and profile file. */
+	proc.ppid = proc.pid;
+	proc.pid = getpid();
+	proc.start_ns = now_ns();
+	proc.flags |= TFA_PROC_FLAG_FORKED;
+	/* The heap is inherited; the parent's memory errors are the parent's. */
+	nerror_rows = 0;
+	memset(error_totals, 0, sizeof(error_totals));
+	memset(errors_printed, 0, sizeof(errors_printed));
+}

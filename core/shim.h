@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seam between the exported entry points (preload/) and the tracker: the
+ * handful of calls preload/ makes, in the role of heaptrack's libheaptrack.h.
+ * preload/ handles the C semantics and errno; everything else is here.
+ *
+ * States: UNINIT (before the shim's constructor: allocations are served by
+ * glibc and recorded already), INITIALIZING (options, allocator choice; under
+ * the guard), READY, SHUTDOWN (the profile is written; calls keep working).
+ */
+#ifndef TFA_CORE_SHIM_H
+#define TFA_CORE_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/allocator.h"
+#include "core/ptr_table.h"
+
+typedef enum tfa_shim_state_e {
+	TFA_SHIM_UNINIT = 0,
+	TFA_SHIM_INITIALIZING,
+	TFA_SHIM_READY,
+	TFA_SHIM_SHUTDOWN,
+} tfa_shim_state_t;
+
+/*
+ * Allocates nbytes (0 allowed) at alignment (0: default; else a power of two)
+ * for a call of `kind`.  NULL when refused.  [hot path]
+ */
+void *tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero);
+
+/*
+ * Frees ptr (not NULL) for a call of `kind` (free: TFA_KIND_MALLOC, delete:
+ * TFA_KIND_NEW, delete[]: TFA_KIND_NEW_ARRAY).  A pointer the shim did not hand
+ * out is reported and never reaches a backend.  [hot path]
+ */
+void tfa_shim_free(void *ptr, uint8_t kind);
+
+/*
+ * realloc of ptr (not NULL) to nbytes (> 0).  NULL when refused (ptr intact)
+ * or when ptr is not the shim's (reported).
+ */
+void *tfa_shim_realloc(void *ptr, size_t nbytes);
+
+/* malloc_usable_size: the backend's usable size, 0 for unknown pointers. */
+size_t tfa_shim_usable_size(const void *ptr);
+
+/* The constructor, the exit-status hook, the destructor. */
+void tfa_shim_init(void);
+void tfa_shim_fini(void);
+
+/*
+ * The process leaves through _exit: writes the profile, unless this is a
+ * vfork child (it shares the parent's memory and must change nothing).
+ */
+void tfa_shim_on_fast_exit(int status);
+
+/* Writes the profile now (a snapshot unless the process is ending).  Returns 0 or -errno. */
+int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHECK;
+
+tfa_shim_state_t tfa_shim_state(void);
+
+/* The fork triad of every module, in lock order. */
+void tfa_shim_prefork(void);
+void tfa_shim_postfork_parent(void);
+void tfa_shim_postfork_child(void);
+
+#endif /* TFA_CORE_SHIM_H */

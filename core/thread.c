@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core/arena.h"
+
+TFA_TLS tfa_tls_t tfa_tls;
+tfa_thread_rec_t tfa_orphan_rec;
+tfa_spinlock_t tfa_orphan_lock = TFA_SPINLOCK_INIT;
+
+struct slot_owner {
+	tfa_slot_flush_fn flush;
+	void *ctx;
+};
+
+static tfa_spinlock_t threads_lock = TFA_SPINLOCK_INIT; /* free list, slots */
+static tfa_thread_rec_t *all_recs;
+static tfa_thread_rec_t *free_recs;
+static uint32_t next_index;
+static uint32_t live_count;
+static struct slot_owner slot_owners[TFA_MAX_STAT_SLOTS];
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_ok;
+
+static void thread_exit_hook(void *arg);
+
+static void
+exit_key_create(void)
+{
+	exit_key_ok = pthread_key_create(&exit_key, thread_exit_hook) == 0;
+}
+
+tfa_thread_rec_t *
+tfa_thread_register_slow(void)
+{
+	if (tfa_tls.state == TFA_TLS_RETIRED)
+		return &tfa_orphan_rec;
+
+	tfa_thread_rec_t *r;
+
+	tfa_spin_lock(&threads_lock);
+	r = free_recs;
+	if (r != NULL)
+		free_recs = r->next_free;
+	uint32_t index = ++next_index & 0xffffff;
+	live_count++;
+	tfa_spin_unlock(&threads_lock);
+
+	if (r == NULL) {
+		r = tfa_arena_alloc(sizeof(*r));
+		if (r == NULL) {
+			__atomic_fetch_sub(&live_count, 1, __ATOMIC_RELAXED);
+			return &tfa_orphan_rec;
+		}
+		/* Publish with a CAS push: readers walk the list without the lock. */
+		tfa_thread_rec_t *head = __atomic_load_n(&all_recs, __ATOMIC_RELAXED);
+		do {
+			r->next_all = head;
+		} while (!__atomic_compare_exchange_n(&all_recs, &head, r, true, __ATOMIC_RELEASE,
+						      __ATOMIC_RELAXED));
+	}
+	r->index = index;
+	r->live = 1;
+	r->next_free = NULL;
+	tfa_tls.rec = r;
+	tfa_tls.state = TFA_TLS_REGISTERED;
+
+	/*
+	 * The exit hook recycles the record.  pthread_setspecific allocates for
+	 * keys past the first 32, so it runs under the guard.
+	 */
+	tfa_guard_enter();
+	pthread_once(&exit_key_once, exit_key_create);
+	if (exit_key_ok)
+		pthread_setspecific(exit_key, r);
+	tfa_guard_exit();
+	return r;
+}
+
+static void
+thread_exit_hook(void *arg)
+{
+	tfa_thread_rec_t *r = arg;
+
+	if (r == NULL || r != tfa_tls.rec)
+		return;
+	tfa_spin_lock(&threads_lock);
+	for (int s = 0; s < TFA_MAX_STAT_SLOTS; s++) {
+		if (slot_owners[s].flush != NULL)
+			slot_owners[s].flush(slot_owners[s].ctx, &r->slots[s]);
+		/* Unused ids of the block are dropped: ids stay unique. */
+		r->slots[s].next_id = r->slots[s].id_end = 0;
+	}
+	r->live = 0;
+	r->next_free = free_recs;
+	free_recs = r;
+	live_count--;
+	tfa_spin_unlock(&threads_lock);
+	tfa_tls.rec = &tfa_orphan_rec;
+	tfa_tls.state = TFA_TLS_RETIRED;
+}
+
+int
+tfa_thread_slot_acquire(tfa_slot_flush_fn flush, void *ctx)
+{
+	int found = -ENOSPC;
+
+	tfa_spin_lock(&threads_lock);
+	for (int s = TFA_SLOT_PROCESS + 1; s < TFA_MAX_STAT_SLOTS; s++) {
+		if (slot_owners[s].flush == NULL) {
+			slot_owners[s].flush = flush;
+			slot_owners[s].ctx = ctx;
+			found = s;
+			break;
+		}
+	}
+	tfa_spin_unlock(&threads_lock);
+	return found;
+}
+
+void
+tfa_thread_slot_set_process_flush(tfa_slot_flush_fn flush, void *ctx)
+{
+	tfa_spin_lock(&threads_lock);
+	slot_owners[TFA_SLOT_PROCESS].flush = flush;
+	slot_owners[TFA_SLOT_PROCESS].ctx = ctx;
+	tfa_spin_unlock(&threads_lock);
+}
+
+void
+tfa_thread_slot_release(int slot)
+{
+	if (slot <= TFA_SLOT_PROCESS || slot >= TFA_MAX_STAT_SLOTS)
+		return;
+	tfa_spin_lock(&threads_lock);
+	for (tfa_thread_rec_t *r = __atomic_load_n(&all_recs, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next_all)
+		memset(&r->slots[slot], 0, sizeof(r->slots[slot]));
+	memset(&tfa_orphan_rec.slots[slot], 0, sizeof(tfa_orphan_rec.slots[slot]));
+	slot_owners[slot].flush = NULL;
+	slot_owners[slot].ctx = NULL;
+	tfa_spin_unlock(&threads_lock);
+}
+
+void
+tfa_thread_foreach(void (*fn)(void *arg, tfa_thread_rec_t *rec), void *arg)
+{
+	for (tfa_thread_rec_t *r = __atomic_load_n(&all_recs, __ATOMIC_ACQUIRE); r != NULL;
+	     r = r->next_all)
+		fn(arg, r);
+	fn(arg, &tfa_orphan_rec);
+}
+
+uint32_t
+tfa_thread_live_count(void)
+{
+	return __atomic_load_n(&live_count, __ATOMIC_RELAXED);
+}
+
+void
+tfa_thread_prefork(void)
+{
+	tfa_spin_lock(&threads_lock);
+	tfa_spin_lock(&tfa_orphan_lock);
+}
+
+void
+tfa_thread_postfork_parent(void)
+{
+	tfa_spin_unlock(&tfa_orphan_lock);
+	tfa_spin_unlock(&threads_lock);
+}
+
+void
+tfa_thread_postfork_child(void)
+{
+	tfa_spin_init(&tfa_orphan_lock);
+	tfa_spin_init(&threads_lock);
+	/*
+	 * Only the forking thread exists in the child.  The other records keep
+	 * their counts (the child inherited what those threads allocated) but
+	 * are never live again.
+	 */
+	live_count = 1;
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-thread state of the shim.
+ *
+ * Glossary:
+ *   tls          the thread's own state in initial-exec TLS: the reentrancy
+ *                guard, the current resource tag, its thread record.
+ *   thread rec   memory from the arena that holds the thread's statistics
+ *                slots.  Records outlive their threads (their counts stay part
+ *                of every sum) and are recycled when a thread exits.
+ *   stat slot    one tracker's per-thread counters inside a thread record.
+ *                A tracker reads its statistics by summing its slot over all
+ *                records: no shared cache line is written on the hot path.
+ *   orphan rec   the record used by a thread after its exit hook ran (glibc
+ *                still frees thread memory then); shared, so it is locked.
+ */
+#ifndef TFA_CORE_THREAD_H
+#define TFA_CORE_THREAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/common.h"
+#include "core/spinlock.h"
+
+#define TFA_MAX_STAT_SLOTS 4
+
+typedef struct tfa_stat_slot_s {
+	uint64_t num_allocs;
+	uint64_t num_frees;
+	uint64_t num_reallocs;
+	uint64_t total_bytes;
+	uint64_t total_allocated_bytes;
+	uint64_t largest_alloc_size;
+	int64_t pending_bytes;     /* change of bytes in use not yet published */
+	int64_t pending_allocated; /* the same in allocated bytes */
+	uint64_t next_id;          /* the thread's block of allocation ids */
+	uint64_t id_end;
+} tfa_stat_slot_t;
+
+typedef struct tfa_thread_rec_s {
+	struct tfa_thread_rec_s *next_all; /* every record ever made; never unlinked */
+	struct tfa_thread_rec_s *next_free;
+	uint32_t index; /* 1-based registration number of the current owner */
+	uint32_t live;
+	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
+} TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
+
+enum tfa_tls_state_e {
+	TFA_TLS_NEW = 0,
+	TFA_TLS_REGISTERED = 1,
+	TFA_TLS_RETIRED = 2,
+};
+
+typedef struct tfa_tls_s {
+	uint32_t guard;            /* > 0: nested call, go straight to the backend */
+	uint32_t state;            /* enum tfa_tls_state_e */
+	uint32_t tag;              /* current resource tag, 0 = none */
+	uint32_t holds_all_locks;  /* this thread is forking and holds every lock */
+	tfa_thread_rec_t *rec;
+} tfa_tls_t;
+
+extern TFA_TLS tfa_tls_t tfa_tls;
+extern tfa_thread_rec_t tfa_orphan_rec;
+extern tfa_spinlock_t tfa_orphan_lock;
+
+/* Slot 0 belongs to the process's tracker, which exists before any constructor runs. */
+#define TFA_SLOT_PROCESS 0
+
+/* Called for each slot in use when a thread exits, to publish its pending deltas. */
+typedef void (*tfa_slot_flush_fn)(void *ctx, tfa_stat_slot_t *slot);
+
+static TFA_ALWAYS_INLINE bool
+tfa_guard_active(void)
+{
+	return tfa_tls.guard != 0;
+}
+
+/* Brackets every call from the shim into code it does not own. */
+static TFA_ALWAYS_INLINE void
+tfa_guard_enter(void)
+{
+	tfa_tls.guard++;
+}
+
+static TFA_ALWAYS_INLINE void
+tfa_guard_exit(void)
+{
+	tfa_tls.guard--;
+}
+
+tfa_thread_rec_t *tfa_thread_register_slow(void);
+
+/*
+ * The calling thread's record, registering the thread on first use.  Returns
+ * &tfa_orphan_rec after the thread's exit hook ran or when no memory is left;
+ * callers then hold tfa_orphan_lock while they update it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE tfa_thread_rec_t *
+tfa_thread_rec(void)
+{
+	tfa_thread_rec_t *r = tfa_tls.rec;
+	if (tfa_likely(r != NULL))
+		return r;
+	return tfa_thread_register_slow();
+}
+
+/* Thread index of the caller for allocation records (0 when unknown). */
+static TFA_ALWAYS_INLINE uint32_t
+tfa_thread_index(const tfa_thread_rec_t *r)
+{
+	return r == &tfa_orphan_rec ? 0 : r->index;
+}
+
+/*
+ * Reserves a statistics slot for a tracker; flush is called with ctx for each
+ * record of an exiting thread.  Returns the slot index or -ENOSPC.
+ */
+int tfa_thread_slot_acquire(tfa_slot_flush_fn flush, void *ctx) TFA_MUST_CHECK;
+
+/* Sets the exit flush of the process slot (TFA_SLOT_PROCESS). */
+void tfa_thread_slot_set_process_flush(tfa_slot_flush_fn flush, void *ctx);
+
+/* Releases a slot and zeroes it in every record.  REQUIRES: no thread uses it. */
+void tfa_thread_slot_release(int slot);
+
+/* Calls fn on every record, the orphan record included.  Lock-free reader. */
+void tfa_thread_foreach(void (*fn)(void *arg, tfa_thread_rec_t *rec), void *arg);
+
+/* Number of threads registered now (live records). */
+uint32_t tfa_thread_live_count(void);
+
+void tfa_thread_prefork(void);
+void tfa_thread_postfork_parent(void);
+void tfa_thread_postfork_child(void);
+
+#endif /* TFA_CORE_THREAD_H */

@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/tracking_allocator.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/single_threaded.h>
+
+#include "core/log.h"
+
+static const tfa_allocation_attrs_t default_attrs;
+
+static inline uint8_t
+lg_of(size_t alignment)
+{
+	return alignment == 0 ? 0 : (uint8_t)__builtin_ctzl(alignment);
+}
+
+static inline size_t
+align_of_lg(uint8_t lg)
+{
+	return lg == 0 ? 0 : (size_t)1 << lg;
+}
+
+/*
+ * The allocated size of a pointer.  It must come out the same when the
+ * pointer is made and when it is freed, or allocated bytes in use would drift:
+ * both use this function with the same arguments.
+ */
+static inline size_t
+backend_allocated(const tfa_allocator_t *b, const void *p, size_t requested, size_t alignment)
+{
+	size_t want = requested == 0 ? 1 : requested;
+	size_t n = tfa_allocator_good_size(b, want, alignment);
+
+	if (n == 0)
+		n = tfa_allocator_allocated_size_slow(b, p);
+	return n < want ? want : n;
+}
+
+static inline void
+raise_peak(int64_t *peak, int64_t now)
+{
+	int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
+
+	while (now > seen
+	       && !__atomic_compare_exchange_n(peak, &seen, now, true, __ATOMIC_RELAXED,
+					       __ATOMIC_RELAXED))
+		;
+}
+
+/* ---- stat slots ------------------------------------------------------------------------ */
+
+typedef struct slot_ref_s {
+	tfa_stat_slot_t *slot;
+	tfa_spinlock_t *lock; /* held while the slot is shared */
+	uint32_t thread;
+} slot_ref_t;
+
+static inline slot_ref_t
+slot_enter(tfa_tracking_allocator_t *ta)
+{
+	slot_ref_t ref;
+
+	if (tfa_unlikely(ta->slot < 0)) {
+		ref.slot = &ta->shared;
+		ref.lock = &ta->shared_lock;
+		ref.thread = 0;
+		tfa_spin_lock(ref.lock);
+		if (tfa_tls.rec != NULL)
+			ref.thread = tfa_thread_index(tfa_tls.rec);
+		return ref;
+	}
+	tfa_thread_rec_t *rec = tfa_thread_rec();
+	ref.slot = &rec->slots[ta->slot];
+	ref.thread = tfa_thread_index(rec);
+	ref.lock = NULL;
+	if (tfa_unlikely(rec == &tfa_orphan_rec)) {
+		ref.lock = &tfa_orphan_lock;
+		tfa_spin_lock(ref.lock);
+	}
+	return ref;
+}
+
+static inline void
+slot_exit(slot_ref_t ref)
+{
+	if (tfa_unlikely(ref.lock != NULL))
+		tfa_spin_unlock(ref.lock);
+}
+
+static void
+publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	if (s->pending_bytes != 0) {
+		int64_t now = __atomic_add_fetch(&ta->in_use, s->pending_bytes, __ATOMIC_RELAXED);
+		raise_peak(&ta->peak, now);
+		s->pending_bytes = 0;
+	}
+	if (s->pending_allocated != 0) {
+		int64_t now = __atomic_add_fetch(&ta->allocated_in_use, s->pending_allocated,
+						 __ATOMIC_RELAXED);
+		raise_peak(&ta->allocated_peak, now);
+		s->pending_allocated = 0;
+	}
+}
+
+/* One thread: nobody else writes the published figures, plain loads and stores do. */
+static inline void
+publish_alone(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes;
+	int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s->pending_allocated;
+
+	__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
+	if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
+	if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
+	s->pending_bytes = 0;
+	s->pending_allocated = 0;
+}
+
+/*
+ * Figures are exact when published at once.  With one thread that costs no
+ * atomic at all; threaded processes batch per thread.
+ */
+static inline void
+maybe_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	if (tfa_likely(__libc_single_threaded) && ta->slot >= 0)
+		publish_alone(ta, s);
+	else if (ta->slot < 0 || llabs(s->pending_bytes) >= TFA_PUBLISH_THRESHOLD
+		 || llabs(s->pending_allocated) >= TFA_PUBLISH_THRESHOLD)
+		publish(ta, s);
+}
+
+static inline uint64_t
+next_id(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	if (tfa_unlikely(s->next_id >= s->id_end)) {
+		uint64_t block = ta->slot < 0 ? 1 : TFA_ID_BLOCK;
+		uint64_t start = __atomic_fetch_add(&ta->next_id, block, __ATOMIC_RELAXED);
+		s->next_id = start + 1;
+		s->id_end = start + block + 1;
+	}
+	return s->next_id++;
+}
+
+static void
+slot_flush(void *ctx, tfa_stat_slot_t *slot)
+{
+	publish(ctx, slot);
+}
+
+static void
+account_alloc(tfa_stat_slot_t *s, size_t requested, size_t allocated, bool reserved)
+{
+	s->num_allocs++;
+	s->total_bytes += requested;
+	s->total_allocated_bytes += allocated;
+	if (requested > s->largest_alloc_size)
+		s->largest_alloc_size = requested;
+	if (!reserved)
+		s->pending_bytes += (int64_t)requested;
+	s->pending_allocated += (int64_t)allocated;
+}
+
+static void
+account_free(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, size_t requested, size_t allocated)
+{
+	s->num_frees++;
+	if (ta->bytes_limit > 0)
+		__atomic_sub_fetch(&ta->in_use, (int64_t)requested, __ATOMIC_RELAXED);
+	else
+		s->pending_bytes -= (int64_t)requested;
+	s->pending_allocated -= (int64_t)allocated;
+}
+
+/* A pointer recorded twice: the backend reused it after a free the shim never saw. */
+static void
+account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
+{
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(old, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
+	size_t asz = b != NULL ? backend_allocated(b, (void *)info.ptr, info.requested,
+						   align_of_lg(info.lg_align))
+			       : info.requested;
+	slot_ref_t ref = slot_enter(ta);
+	account_free(ta, ref.slot, info.requested, asz);
+	maybe_publish(ta, ref.slot);
+	slot_exit(ref);
+	TFA_LOG_ONCE("pointer %p was handed out again while tfalloc held it live: "
+		     "a free bypassed tfalloc (counted as freed)",
+		     (void *)info.ptr);
+}
+
+/* ---- the tracker ----------------------------------------------------------------------- */
+
+int
+tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapped,
+			    tfa_ptr_table_t *table, bool per_thread_stats)
+{
+	if (ta == NULL || wrapped == NULL || table == NULL || wrapped->backend_id >= TFA_MAX_BACKENDS)
+		return -EINVAL;
+	memset(ta, 0, sizeof(*ta));
+	tfa_allocator_wrapper_init(&ta->wrapper, wrapped, &tfa_tracking_allocator_ops);
+	ta->backends[wrapped->backend_id] = wrapped;
+	ta->table = table;
+	ta->slot = -1;
+	if (per_thread_stats) {
+		int slot = tfa_thread_slot_acquire(slot_flush, ta);
+		if (slot >= 0)
+			ta->slot = slot;
+	}
+	return 0;
+}
+
+void
+tfa_tracking_allocator_destroy(tfa_tracking_allocator_t *ta)
+{
+	if (ta->slot > TFA_SLOT_PROCESS)
+		tfa_thread_slot_release(ta->slot);
+	ta->slot = -1;
+	tfa_ptr_table_destroy(ta->table);
+}
+
+void
+tfa_tracking_allocator_set_backend(tfa_tracking_allocator_t *ta, tfa_allocator_t *backend)
+{
+	if (backend == NULL || backend->backend_id >= TFA_MAX_BACKENDS)
+		return;
+	ta->backends[backend->backend_id] = backend;
+	__atomic_store_n(&ta->wrapper.wrapped, backend, __ATOMIC_RELEASE);
+}
+
+void
+tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t limit)
+{
+	if (limit > 0) {
+		/* Reservations need exact figures: publish what this thread holds. */
+		tfa_tracking_allocator_publish_self(ta);
+	}
+	__atomic_store_n(&ta->bytes_limit, limit > 0 ? limit : 0, __ATOMIC_RELAXED);
+}
+
+void *
+tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+		      const tfa_allocation_attrs_t *attrs)
+{
+	if (attrs == NULL)
+		attrs = &default_attrs;
+	if (tfa_unlikely(nbytes > TFA_REQUESTED_MAX))
+		return NULL;
+
+	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
+	bool internal = attrs->kind == TFA_KIND_INTERNAL;
+	int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
+	bool reserved = false;
+
+	int64_t reserved_now = 0;
+
+	if (tfa_unlikely(limit > 0 && !internal)) {
+		reserved_now = __atomic_add_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		if (reserved_now > limit) {
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+			return NULL;
+		}
+		reserved = true;
+	}
+
+	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
+	if (tfa_unlikely(p == NULL)) {
+		if (reserved)
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	/* The peak moves only for memory the program got. */
+	if (reserved)
+		raise_peak(&ta->peak, reserved_now);
+	if (tfa_unlikely(ta->degraded)) {
+		if (reserved)
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		return p;
+	}
+
+	tfa_alloc_info_t info = {
+		.ptr = (uintptr_t)p,
+		.requested = nbytes,
+		.backend = b->backend_id,
+		.kind = attrs->kind,
+		.device = ta->device_code,
+		.lg_align = lg_of(alignment),
+		.tag = tfa_tls.tag,
+	};
+	size_t asz = 0;
+	if (!internal) {
+		asz = backend_allocated(b, p, nbytes, alignment);
+		slot_ref_t ref = slot_enter(ta);
+		info.id = next_id(ta, ref.slot);
+		info.thread = ref.thread;
+		account_alloc(ref.slot, nbytes, asz, reserved);
+		maybe_publish(ta, ref.slot);
+		slot_exit(ref);
+	}
+
+	tfa_record_t rec = tfa_record_pack(&info);
+	tfa_record_t old;
+	int r = tfa_ptr_table_insert(ta->table, &rec, &old);
+	if (tfa_likely(r == 0))
+		return p;
+	if (r > 0) {
+		account_lost_free(ta, &old);
+		return p;
+	}
+	/* No memory for the table: stop recording, keep the program going. */
+	ta->degraded = true;
+	if (!internal) {
+		/* Not recorded: not counted either, so the figures stay consistent. */
+		slot_ref_t ref = slot_enter(ta);
+		account_free(ta, ref.slot, nbytes, asz);
+		ref.slot->num_frees--;
+		ref.slot->num_allocs--;
+		ref.slot->total_bytes -= nbytes;
+		ref.slot->total_allocated_bytes -= asz;
+		maybe_publish(ta, ref.slot);
+		slot_exit(ref);
+	}
+	TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
+		     "allocations from here on; the program continues");
+	return p;
+}
+
+static bool
+kinds_match(uint8_t made_by, uint8_t freed_by)
+{
+	if (made_by == TFA_KIND_INTERNAL || freed_by == TFA_KIND_INTERNAL)
+		return true;
+	return made_by == freed_by;
+}
+
+int
+tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
+			tfa_alloc_info_t *info)
+{
+	tfa_record_t rec;
+	tfa_alloc_info_t local;
+
+	if (info == NULL)
+		info = &local;
+	if (tfa_unlikely(!tfa_ptr_table_remove(ta->table, (uintptr_t)ptr, &rec))) {
+		if (ta->degraded) {
+			tfa_allocator_deallocate_raw(ta->wrapper.wrapped, ptr);
+			return TFA_FREE_OK;
+		}
+		memset(info, 0, sizeof(*info));
+		info->ptr = (uintptr_t)ptr;
+		return tfa_ptr_table_recently_freed(ta->table, (uintptr_t)ptr) ? TFA_FREE_DOUBLE
+									       : TFA_FREE_INVALID;
+	}
+	tfa_record_unpack(&rec, info);
+
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info->backend);
+	size_t alignment = align_of_lg(info->lg_align);
+	if (info->kind != TFA_KIND_INTERNAL) {
+		size_t asz = backend_allocated(b, ptr, info->requested, alignment);
+		slot_ref_t ref = slot_enter(ta);
+		account_free(ta, ref.slot, info->requested, asz);
+		maybe_publish(ta, ref.slot);
+		slot_exit(ref);
+	}
+	tfa_allocator_deallocate_raw_sized(b, ptr, info->requested == 0 ? 1 : info->requested,
+					   alignment);
+	return kinds_match(info->kind, kind) ? TFA_FREE_OK : TFA_FREE_MISMATCH;
+}
+
+void *
+tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result)
+{
+	tfa_record_t rec;
+	tfa_alloc_info_t info;
+	int local_result;
+
+	if (result == NULL)
+		result = &local_result;
+	*result = TFA_FREE_OK;
+	if (tfa_unlikely(!tfa_ptr_table_remove(ta->table, (uintptr_t)ptr, &rec))) {
+		if (ta->degraded) {
+			tfa_allocator_t *b = ta->wrapper.wrapped;
+			size_t old = tfa_allocator_allocated_size_slow(b, ptr);
+			void *q = tfa_allocator_reallocate_raw(b, ptr, old, nbytes, 0);
+			if (q == NULL)
+				*result = TFA_FREE_NOMEM;
+			return q;
+		}
+		*result = tfa_ptr_table_recently_freed(ta->table, (uintptr_t)ptr) ? TFA_FREE_DOUBLE
+										  : TFA_FREE_INVALID;
+		return NULL;
+	}
+	tfa_record_unpack(&rec, &info);
+
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
+	size_t alignment = align_of_lg(info.lg_align);
+	bool internal = info.kind == TFA_KIND_INTERNAL;
+	int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
+	int64_t delta = (int64_t)nbytes - (int64_t)info.requested;
+	bool reserved = false;
+
+	if (nbytes > TFA_REQUESTED_MAX)
+		goto out_refused;
+	int64_t reserved_now = 0;
+	if (limit > 0 && !internal) {
+		reserved_now = __atomic_add_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
+		if (delta > 0 && reserved_now > limit) {
+			__atomic_sub_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
+			goto out_refused;
+		}
+		reserved = true;
+	}
+
+	size_t old_asz = internal ? 0 : backend_allocated(b, ptr, info.requested, alignment);
+	void *q = tfa_allocator_reallocate_raw(b, ptr, info.requested == 0 ? 1 : info.requested,
+					       nbytes == 0 ? 1 : nbytes, alignment);
+	if (q == NULL) {
+		if (reserved)
+			__atomic_sub_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
+		goto out_refused;
+	}
+	if (reserved)
+		raise_peak(&ta->peak, reserved_now);
+
+	uint8_t made_by = info.kind;
+	info.ptr = (uintptr_t)q;
+	info.requested = nbytes;
+	info.tag = internal ? info.tag : tfa_tls.tag;
+	if (!internal) {
+		size_t new_asz = backend_allocated(b, q, nbytes, alignment);
+		slot_ref_t ref = slot_enter(ta);
+		tfa_stat_slot_t *s = ref.slot;
+		info.id = next_id(ta, s);
+		info.thread = ref.thread;
+		/* A realloc frees one block and makes another. */
+		s->num_reallocs++;
+		s->num_frees++;
+		s->num_allocs++;
+		s->total_bytes += nbytes;
+		s->total_allocated_bytes += new_asz;
+		if (nbytes > s->largest_alloc_size)
+			s->largest_alloc_size = nbytes;
+		if (!reserved)
+			s->pending_bytes += delta;
+		s->pending_allocated += (int64_t)new_asz - (int64_t)old_asz;
+		maybe_publish(ta, s);
+		slot_exit(ref);
+		info.kind = TFA_KIND_MALLOC;
+	}
+	rec = tfa_record_pack(&info);
+	tfa_record_t old;
+	int r = tfa_ptr_table_insert(ta->table, &rec, &old);
+	if (r > 0)
+		account_lost_free(ta, &old);
+	else if (r < 0) {
+		ta->degraded = true;
+		TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
+			     "allocations from here on; the program continues");
+	}
+	if (!kinds_match(made_by, TFA_KIND_MALLOC))
+		*result = TFA_FREE_MISMATCH;
+	return q;
+
+out_refused:
+	/* The old block is intact: put its record back. */
+	if (tfa_ptr_table_insert(ta->table, &rec, NULL) < 0)
+		ta->degraded = true;
+	*result = TFA_FREE_NOMEM;
+	return NULL;
+}
+
+bool
+tfa_tracking_lookup(tfa_tracking_allocator_t *ta, const void *ptr, tfa_alloc_info_t *info)
+{
+	tfa_record_t rec;
+
+	if (!tfa_ptr_table_lookup(ta->table, (uintptr_t)ptr, &rec))
+		return false;
+	if (info != NULL)
+		tfa_record_unpack(&rec, info);
+	return true;
+}
+
+size_t
+tfa_tracking_backend_usable_size(tfa_tracking_allocator_t *ta, const tfa_alloc_info_t *info)
+{
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info->backend);
+	size_t n;
+
+	if (b == NULL)
+		return info->requested;
+	n = tfa_allocator_allocated_size_slow(b, (const void *)info->ptr);
+	return n != 0 ? n : backend_allocated(b, (const void *)info->ptr, info->requested,
+					      align_of_lg(info->lg_align));
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+struct merge_ctx {
+	int slot;
+	tfa_stat_slot_t sum;
+};
+
+static void
+merge_rec(void *arg, tfa_thread_rec_t *rec)
+{
+	struct merge_ctx *m = arg;
+	const tfa_stat_slot_t *s = &rec->slots[m->slot];
+
+	m->sum.num_allocs += __atomic_load_n(&s->num_allocs, __ATOMIC_RELAXED);
+	m->sum.num_frees += __atomic_load_n(&s->num_frees, __ATOMIC_RELAXED);
+	m->sum.num_reallocs += __atomic_load_n(&s->num_reallocs, __ATOMIC_RELAXED);
+	m->sum.total_bytes += __atomic_load_n(&s->total_bytes, __ATOMIC_RELAXED);
+	m->sum.total_allocated_bytes += __atomic_load_n(&s->total_allocated_bytes,
+							__ATOMIC_RELAXED);
+	uint64_t largest = __atomic_load_n(&s->largest_alloc_size, __ATOMIC_RELAXED);
+	if (largest > m->sum.largest_alloc_size)
+		m->sum.largest_alloc_size = largest;
+	m->sum.pending_bytes += __atomic_load_n(&s->pending_bytes, __ATOMIC_RELAXED);
+	m->sum.pending_allocated += __atomic_load_n(&s->pending_allocated, __ATOMIC_RELAXED);
+}
+
+static tfa_stat_slot_t
+merged_slot(tfa_tracking_allocator_t *ta)
+{
+	struct merge_ctx m = { .slot = ta->slot };
+
+	if (ta->slot < 0) {
+		tfa_spin_lock(&ta->shared_lock);
+		m.sum = ta->shared;
+		tfa_spin_unlock(&ta->shared_lock);
+		return m.sum;
+	}
+	tfa_thread_foreach(merge_rec, &m);
+	return m.sum;
+}
+
+bool
+tfa_tracking_allocator_get_stats(tfa_tracking_allocator_t *ta, tfa_allocator_stats_t *out)
+{
+	tfa_stat_slot_t s = merged_slot(ta);
+	int64_t in_use = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s.pending_bytes;
+	int64_t alloc_in_use =
+		__atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s.pending_allocated;
+
+	memset(out, 0, sizeof(*out));
+	out->struct_size = TFA_ALLOCATOR_STATS_SIZE;
+	out->num_allocs = (int64_t)s.num_allocs;
+	out->num_frees = (int64_t)s.num_frees;
+	out->num_reallocs = (int64_t)s.num_reallocs;
+	out->bytes_in_use = in_use;
+	out->peak_bytes_in_use = TFA_MAX(__atomic_load_n(&ta->peak, __ATOMIC_RELAXED), in_use);
+	out->largest_alloc_size = (int64_t)s.largest_alloc_size;
+	out->bytes_limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
+	out->total_bytes = (int64_t)s.total_bytes;
+	out->allocated_bytes_in_use = alloc_in_use;
+	out->peak_allocated_bytes_in_use =
+		TFA_MAX(__atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED), alloc_in_use);
+	out->total_allocated_bytes = (int64_t)s.total_allocated_bytes;
+	return true;
+}
+
+void
+tfa_tracking_allocator_get_sizes(tfa_tracking_allocator_t *ta, uint64_t *total_bytes,
+				 uint64_t *high_watermark, uint64_t *allocated)
+{
+	tfa_allocator_stats_t st;
+
+	tfa_tracking_allocator_get_stats(ta, &st);
+	*total_bytes = (uint64_t)st.total_allocated_bytes;
+	*high_watermark = (uint64_t)st.peak_allocated_bytes_in_use;
+	*allocated = (uint64_t)st.allocated_bytes_in_use;
+}
+
+static void
+clear_slot(tfa_stat_slot_t *s)
+{
+	s->num_allocs = s->num_frees = s->num_reallocs = 0;
+	s->total_bytes = s->total_allocated_bytes = s->largest_alloc_size = 0;
+}
+
+static void
+clear_rec(void *arg, tfa_thread_rec_t *rec)
+{
+	clear_slot(&rec->slots[*(int *)arg]);
+}
+
+/* TensorFlow's ClearStats: counts restart, the peak becomes what is in use now. */
+static bool
+tracking_clear_stats(tfa_allocator_t *self)
+{
+	tfa_tracking_allocator_t *ta = tfa_container_of(self, tfa_tracking_allocator_t, wrapper.base);
+	tfa_allocator_stats_t st;
+
+	tfa_tracking_allocator_get_stats(ta, &st);
+	if (ta->slot < 0) {
+		tfa_spin_lock(&ta->shared_lock);
+		clear_slot(&ta->shared);
+		tfa_spin_unlock(&ta->shared_lock);
+	} else {
+		tfa_thread_foreach(clear_rec, &ta->slot);
+	}
+	__atomic_store_n(&ta->peak, st.bytes_in_use, __ATOMIC_RELAXED);
+	__atomic_store_n(&ta->allocated_peak, st.allocated_bytes_in_use, __ATOMIC_RELAXED);
+	return true;
+}
+
+void
+tfa_tracking_allocator_publish_self(tfa_tracking_allocator_t *ta)
+{
+	slot_ref_t ref = slot_enter(ta);
+	publish(ta, ref.slot);
+	slot_exit(ref);
+}
+
+/* ---- the ops table --------------------------------------------------------------------- */
+
+static inline tfa_tracking_allocator_t *
+tracker_of(const tfa_allocator_t *self)
+{
+	return tfa_container_of((tfa_allocator_t *)(uintptr_t)self, tfa_tracking_allocator_t,
+				wrapper.base);
+}
+
+static void *
+tracking_allocate_raw(tfa_allocator_t *self, size_t alignment, size_t nbytes,
+		      const tfa_allocation_attrs_t *attrs)
+{
+	return tfa_tracking_allocate(tracker_of(self), alignment, nbytes, attrs);
+}
+
+static void
+tracking_deallocate_raw(tfa_allocator_t *self, void *ptr)
+{
+	(void)tfa_tracking_deallocate(tracker_of(self), ptr, TFA_KIND_INTERNAL, NULL);
+}
+
+static bool
+tracking_tracks_allocation_sizes(const tfa_allocator_t *self)
+{
+	(void)self;
+	return true;
+}
+
+static size_t
+tracking_requested_size(const tfa_allocator_t *self, const void *ptr)
+{
+	tfa_alloc_info_t info;
+	return tfa_tracking_lookup(tracker_of(self), ptr, &info) ? info.requested : 0;
+}
+
+static size_t
+tracking_allocated_size(const tfa_allocator_t *self, const void *ptr)
+{
+	tfa_tracking_allocator_t *ta = tracker_of(self);
+	tfa_alloc_info_t info;
+
+	if (!tfa_tracking_lookup(ta, ptr, &info))
+		return 0;
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
+	return b == NULL ? info.requested
+			 : backend_allocated(b, ptr, info.requested, align_of_lg(info.lg_align));
+}
+
+static int64_t
+tracking_allocation_id(const tfa_allocator_t *self, const void *ptr)
+{
+	tfa_alloc_info_t info;
+	return tfa_tracking_lookup(tracker_of(self), ptr, &info) ? (int64_t)info.id : 0;
+}
+
+static bool
+tracking_get_stats(tfa_allocator_t *self, tfa_allocator_stats_t *out)
+{
+	return tfa_tracking_allocator_get_stats(tracker_of(self), out);
+}
+
+static void *
+tracking_reallocate_raw(tfa_allocator_t *self, void *ptr, size_t old_size, size_t nbytes,
+			size_t alignment)
+{
+	(void)old_size;
+	(void)alignment;
+	return tfa_tracking_reallocate(tracker_of(self), ptr, nbytes, NULL);
+}
+
+const tfa_allocator_ops_t tfa_tracking_allocator_ops = {
+	.struct_size = TFA_ALLOCATOR_OPS_SIZE,
+	.name = "tracking",
+	.allocate_raw = tracking_allocate_raw,
+	.deallocate_raw = tracking_deallocate_raw,
+	.tracks_allocation_sizes = tracking_tracks_allocation_sizes,
+	.requested_size = tracking_requested_size,
+	.allocated_size = tracking_allocated_size,
+	.allocation_id = tracking_allocation_id,
+	.allocated_size_slow = tracking_allocated_size,
+	.get_stats = tracking_get_stats,
+	.clear_stats = tracking_clear_stats,
+	.reallocate_raw = tracking_reallocate_raw,
+};

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exported malloc family.  Each entry point does four things only: the C
+ * semantics of its arguments (overflow, alignment rules, the realloc corner
+ * cases, as glibc 2.36 has them), errno, and one call into core/shim.h.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/ptr_table.h"
+#include "core/shim.h"
+
+/* glibc's MALLOC_ALIGNMENT on x86-64: smaller alignments are plain mallocs. */
+#define DEFAULT_ALIGNMENT 16
+
+/* Declared here rather than through <stdlib.h>/<malloc.h> to keep their attributes off. */
+TFA_EXPORT void *malloc(size_t size);
+TFA_EXPORT void free(void *ptr);
+TFA_EXPORT void *calloc(size_t nmemb, size_t size);
+TFA_EXPORT void *realloc(void *ptr, size_t size);
+TFA_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size);
+TFA_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size);
+TFA_EXPORT void *aligned_alloc(size_t alignment, size_t size);
+TFA_EXPORT void *memalign(size_t alignment, size_t size);
+TFA_EXPORT void *valloc(size_t size);
+TFA_EXPORT void *pvalloc(size_t size);
+TFA_EXPORT size_t malloc_usable_size(void *ptr);
+
+TFA_EXPORT void *
+malloc(size_t size)
+{
+	if (tfa_unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = tfa_shim_alloc(size, 0, TFA_KIND_MALLOC, false);
+	if (tfa_unlikely(p == NULL))
+		errno = ENOMEM;
+	return p;
+}
+
+TFA_EXPORT void
+free(void *ptr)
+{
+	if (ptr == NULL)
+		return;
+	int saved_errno = errno;
+	tfa_shim_free(ptr, TFA_KIND_MALLOC);
+	errno = saved_errno;
+}
+
+TFA_EXPORT void *
+calloc(size_t nmemb, size_t size)
+{
+	size_t bytes;
+
+	if (__builtin_mul_overflow(nmemb, size, &bytes) || bytes > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = tfa_shim_alloc(bytes, 0, TFA_KIND_MALLOC, true);
+	if (tfa_unlikely(p == NULL))
+		errno = ENOMEM;
+	return p;
+}
+
+TFA_EXPORT void *
+realloc(void *ptr, size_t size)
+{
+	if (ptr == NULL)
+		return malloc(size);
+	if (size == 0) {
+		/* glibc frees and returns NULL, errno untouched. */
+		free(ptr);
+		return NULL;
+	}
+	if (tfa_unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *q = tfa_shim_realloc(ptr, size);
+	if (tfa_unlikely(q == NULL))
+		errno = ENOMEM;
+	return q;
+}
+
+TFA_EXPORT void *
+reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	size_t bytes;
+
+	if (__builtin_mul_overflow(nmemb, size, &bytes)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(ptr, bytes);
+}
+
+/*
+ * glibc's _mid_memalign: small alignments are plain mallocs, others round up
+ * to a power of two; absurd ones are EINVAL.  Returns NULL with *err set.
+ */
+static void *
+aligned(size_t alignment, size_t size, int *err)
+{
+	if (alignment > SIZE_MAX / 2 + 1) {
+		*err = EINVAL;
+		return NULL;
+	}
+	if (alignment <= DEFAULT_ALIGNMENT)
+		alignment = 0;
+	else if (!tfa_is_pow2(alignment))
+		alignment = tfa_pow2_ceil(alignment);
+	if (size > PTRDIFF_MAX || (alignment != 0 && size > PTRDIFF_MAX - alignment)) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	void *p = tfa_shim_alloc(size, alignment, TFA_KIND_MALLOC, false);
+	if (tfa_unlikely(p == NULL))
+		*err = ENOMEM;
+	return p;
+}
+
+TFA_EXPORT int
+posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	int saved_errno = errno;
+	int err = 0;
+
+	/* POSIX: a power of two multiple of sizeof(void *); errno is not touched. */
+	if (alignment % sizeof(void *) != 0 || !tfa_is_pow2(alignment))
+		return EINVAL;
+	void *p = aligned(alignment, size, &err);
+	errno = saved_errno;
+	if (p == NULL)
+		return err;
+	*memptr = p;
+	return 0;
+}
+
+TFA_EXPORT void *
+memalign(size_t alignment, size_t size)
+{
+	int err = 0;
+	void *p = aligned(alignment, size, &err);
+
+	if (p == NULL)
+		errno = err;
+	return p;
+}
+
+/* glibc 2.36 implements aligned_alloc as memalign: no error for odd alignments. */
+TFA_EXPORT void *
+aligned_alloc(size_t alignment, size_t size)
+{
+	return memalign(alignment, size);
+}
+
+TFA_EXPORT void *
+valloc(size_t size)
+{
+	return memalign((size_t)sysconf(_SC_PAGESIZE), size);
+}
+
+TFA_EXPORT void *
+pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rounded;
+
+	if (__builtin_add_overflow(size, page - 1, &rounded)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return memalign(page, rounded & ~(page - 1));
+}
+
+TFA_EXPORT size_t
+malloc_usable_size(void *ptr)
+{
+	return ptr == NULL ? 0 : tfa_shim_usable_size(ptr);
+}

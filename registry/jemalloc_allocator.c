@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jemalloc through its non-standard API (mallocx, dallocx, sdallocx, rallocx,
+ * sallocx, nallocx), whose names collide with no standard one.
+ *
+ * Which jemalloc: when the program links Debian's libjemalloc.so.2 itself,
+ * that very instance (found with RTLD_NOLOAD), so that pointers the program
+ * gets from malloc() stay valid for its own calls to jemalloc's extended API.
+ * Otherwise a private copy linked into libtfalloc.so, built from Debian's
+ * libjemalloc_pic.a with every public name prefixed tfa_je_
+ * (registry/make_private_jemalloc.sh).  Loading libjemalloc.so.2 with dlopen
+ * instead is not possible: it needs static TLS, which glibc reserves only at
+ * start-up, and it would bring libstdc++ into every C program.
+ */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "core/thread.h"
+#include "registry/registry.h"
+
+#define JEMALLOC_SONAME "libjemalloc.so.2"
+#define MALLOCX_ZERO    0x40
+/* Alignments up to the size-class minimum need no flag. */
+#define JE_MIN_ALIGN    16
+
+struct jemalloc_api {
+	void *(*mallocx)(size_t size, int flags);
+	void (*dallocx)(void *ptr, int flags);
+	void (*sdallocx)(void *ptr, size_t size, int flags);
+	void *(*rallocx)(void *ptr, size_t size, int flags);
+	size_t (*sallocx)(const void *ptr, int flags);
+	size_t (*nallocx)(size_t size, int flags);
+};
+
+static struct jemalloc_api je;
+
+static inline int
+align_flag(size_t alignment)
+{
+	/* MALLOCX_LG_ALIGN(lg): the flag's low bits are lg(alignment). */
+	return alignment > JE_MIN_ALIGN ? __builtin_ctzl(alignment) : 0;
+}
+
+static void *
+jemalloc_allocate_raw(tfa_allocator_t *self, size_t alignment, size_t nbytes,
+		      const tfa_allocation_attrs_t *attrs)
+{
+	(void)self;
+	return je.mallocx(nbytes, align_flag(alignment) | (attrs->zero_fill ? MALLOCX_ZERO : 0));
+}
+
+static void
+jemalloc_deallocate_raw(tfa_allocator_t *self, void *ptr)
+{
+	(void)self;
+	je.dallocx(ptr, 0);
+}
+
+static void
+jemalloc_deallocate_raw_sized(tfa_allocator_t *self, void *ptr, size_t nbytes, size_t alignment)
+{
+	(void)self;
+	je.sdallocx(ptr, nbytes, align_flag(alignment));
+}
+
+static void *
+jemalloc_reallocate_raw(tfa_allocator_t *self, void *ptr, size_t old_size, size_t nbytes,
+			size_t alignment)
+{
+	(void)self;
+	(void)old_size;
+	return je.rallocx(ptr, nbytes, align_flag(alignment));
+}
+
+static size_t
+jemalloc_allocated_size_slow(const tfa_allocator_t *self, const void *ptr)
+{
+	(void)self;
+	return je.sallocx(ptr, 0);
+}
+
+static size_t
+jemalloc_good_size(const tfa_allocator_t *self, size_t nbytes, size_t alignment)
+{
+	(void)self;
+	return je.nallocx(nbytes, align_flag(alignment));
+}
+
+static const tfa_allocator_ops_t jemalloc_ops = {
+	.struct_size = TFA_ALLOCATOR_OPS_SIZE,
+	.name = "jemalloc",
+	.allocate_raw = jemalloc_allocate_raw,
+	.deallocate_raw = jemalloc_deallocate_raw,
+	.allocated_size_slow = jemalloc_allocated_size_slow,
+	.reallocate_raw = jemalloc_reallocate_raw,
+	.deallocate_raw_sized = jemalloc_deallocate_raw_sized,
+	.good_size = jemalloc_good_size,
+};
+
+static tfa_allocator_t jemalloc_allocator = {
+	.ops = &jemalloc_ops,
+	.device = TFA_DEVICE_CPU,
+	.device_ordinal = 0,
+	.backend_id = TFA_BACKEND_JEMALLOC,
+};
+
+/* The private copy (registry/make_private_jemalloc.sh). */
+extern void *tfa_je_mallocx(size_t size, int flags);
+extern void tfa_je_dallocx(void *ptr, int flags);
+extern void tfa_je_sdallocx(void *ptr, size_t size, int flags);
+extern void *tfa_je_rallocx(void *ptr, size_t size, int flags);
+extern size_t tfa_je_sallocx(const void *ptr, int flags);
+extern size_t tfa_je_nallocx(size_t size, int flags);
+
+static const struct jemalloc_api private_api = {
+	.mallocx = tfa_je_mallocx,
+	.dallocx = tfa_je_dallocx,
+	.sdallocx = tfa_je_sdallocx,
+	.rallocx = tfa_je_rallocx,
+	.sallocx = tfa_je_sallocx,
+	.nallocx = tfa_je_nallocx,
+};
+
+/* The program's own libjemalloc.so.2, when it has one loaded. */
+static bool
+program_api(struct jemalloc_api *api)
+{
+	static const char *const names[6] = { "mallocx", "dallocx", "sdallocx",
+					      "rallocx", "sallocx", "nallocx" };
+	void *sym[6];
+	void *h = dlopen(JEMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+
+	if (h == NULL)
+		return false;
+	for (int i = 0; i < 6; i++) {
+		sym[i] = dlsym(h, names[i]);
+		if (sym[i] == NULL)
+			return false;
+	}
+	memcpy(&api->mallocx, &sym[0], sizeof(void *));
+	memcpy(&api->dallocx, &sym[1], sizeof(void *));
+	memcpy(&api->sdallocx, &sym[2], sizeof(void *));
+	memcpy(&api->rallocx, &sym[3], sizeof(void *));
+	memcpy(&api->sallocx, &sym[4], sizeof(void *));
+	memcpy(&api->nallocx, &sym[5], sizeof(void *));
+	return true;
+}
+
+static tfa_allocator_t *
+jemalloc_create(int ordinal)
+{
+	struct jemalloc_api api;
+
+	if (ordinal != 0)
+		return NULL;
+	/* dlopen allocates; and the first mallocx initialises jemalloc. */
+	tfa_guard_enter();
+	if (!program_api(&api))
+		api = private_api;
+	void *warm = api.mallocx(1, 0);
+	if (warm != NULL)
+		api.dallocx(warm, 0);
+	tfa_guard_exit();
+	if (warm == NULL)
+		return NULL;
+	je = api;
+	return &jemalloc_allocator;
+}
+
+TFA_REGISTER_ALLOCATOR("jemalloc", 200, TFA_DEVICE_CPU, TFA_ATTR_ON_HOST | TFA_ATTR_NIC_COMPATIBLE,
+		       jemalloc_create)

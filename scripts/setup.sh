@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs everything tfalloc needs to build and test on Debian 12, then
+# builds it into build/ (build/lib/libtfalloc.so, build/bin/tfalloc).
+# Quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+	# build
+	cmake make gcc g++ pkg-config binutils
+	# the real jemalloc the shim uses (its PIC archive) and programs that link it
+	libjemalloc-dev libjemalloc2
+	# unit tests
+	check
+	# real programs the tests run under the shim
+	python3 sqlite3 coreutils xz-utils
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: run as root (apt-get needs it), or install: ${missing[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+build_type=${TFA_BUILD_TYPE:-RelWithDebInfo}
+cmake -S . -B build -DCMAKE_BUILD_TYPE="$build_type" >/dev/null
+cmake --build build -j"$(nproc)"
+echo "setup: built build/lib/libtfalloc.so and build/bin/tfalloc"
