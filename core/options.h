@@ -31,7 +31,8 @@
 	X(QUIET,          quiet,          bool, false,  "no summary line on stderr at exit")                     \
 	X(PROFILE,        profile,        bool, true,   "write a profile file at exit")                          \
 	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \
-	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)")
+	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)") \
+	X(CATCH_SIGNALS,  catch_signals,  bool, true,   "write the profile when a fatal signal ends the process")
 
 /* Variables the tfalloc command reads; the shim accepts them silently. */
 #define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY"

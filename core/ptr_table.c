@@ -96,20 +96,31 @@ shard_grow(tfa_ptr_shard_t *s)
 	return 0;
 }
 
-int
-tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *replaced)
+tfa_ptr_held_t
+tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 {
+	tfa_ptr_held_t h = { .shard = shard_of(t, ptr) };
+
+	h.locked = shard_lock(h.shard);
+	return h;
+}
+
+void
+tfa_ptr_table_release(tfa_ptr_held_t h)
+{
+	shard_unlock(h.shard, h.locked);
+}
+
+int
+tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
+{
+	tfa_ptr_shard_t *s = held.shard;
 	uint64_t h = ptr_hash((uintptr_t)rec->ptr);
-	tfa_ptr_shard_t *s = shard_of(t, (uintptr_t)rec->ptr);
-	int ret = 0;
-	bool locked = shard_lock(s);
 
 	if (tfa_unlikely(s->lg_cap == 0 || (s->count + 1) * 4 > ((uint64_t)3 << s->lg_cap))) {
 		/* Past 3/4 load; a failed growth still leaves room until the table is full. */
-		if (shard_grow(s) != 0 && (s->lg_cap == 0 || s->count + 1 >= ((uint64_t)1 << s->lg_cap))) {
-			shard_unlock(s, locked);
+		if (shard_grow(s) != 0 && (s->lg_cap == 0 || s->count + 1 >= ((uint64_t)1 << s->lg_cap)))
 			return -ENOMEM;
-		}
 	}
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
 	uint64_t i = slot_of(h, s->lg_cap);
@@ -118,18 +129,25 @@ tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *
 		if (slot->ptr == 0) {
 			*slot = *rec;
 			s->count++;
-			break;
+			return 0;
 		}
 		if (slot->ptr == rec->ptr) {
 			if (replaced != NULL)
 				*replaced = *slot;
 			*slot = *rec;
-			ret = 1;
-			break;
+			return 1;
 		}
 		i = (i + 1) & mask;
 	}
-	shard_unlock(s, locked);
+}
+
+int
+tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *replaced)
+{
+	tfa_ptr_held_t h = tfa_ptr_table_hold(t, (uintptr_t)rec->ptr);
+	int ret = tfa_ptr_held_insert(h, rec, replaced);
+
+	tfa_ptr_table_release(h);
 	return ret;
 }
 
@@ -177,24 +195,27 @@ shard_find(tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t h, uint64_t *at)
 }
 
 bool
+tfa_ptr_held_remove(tfa_ptr_held_t held, uintptr_t ptr, tfa_record_t *out)
+{
+	tfa_ptr_shard_t *s = held.shard;
+	uint64_t at;
+
+	if (ptr == 0 || !shard_find(s, ptr, ptr_hash(ptr), &at))
+		return false;
+	if (out != NULL)
+		*out = s->slots[at];
+	shard_delete_at(s, at);
+	s->recent[s->recent_pos++ % TFA_PTR_RECENT] = ptr;
+	return true;
+}
+
+bool
 tfa_ptr_table_remove(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out)
 {
-	uint64_t h = ptr_hash(ptr);
-	tfa_ptr_shard_t *s = shard_of(t, ptr);
-	uint64_t at;
-	bool found;
+	tfa_ptr_held_t h = tfa_ptr_table_hold(t, ptr);
+	bool found = tfa_ptr_held_remove(h, ptr, out);
 
-	if (ptr == 0)
-		return false;
-	bool locked = shard_lock(s);
-	found = shard_find(s, ptr, h, &at);
-	if (found) {
-		if (out != NULL)
-			*out = s->slots[at];
-		shard_delete_at(s, at);
-		s->recent[s->recent_pos++ % TFA_PTR_RECENT] = ptr;
-	}
-	shard_unlock(s, locked);
+	tfa_ptr_table_release(h);
 	return found;
 }
 

@@ -114,6 +114,25 @@ typedef struct tfa_ptr_table_s {
 } tfa_ptr_table_t;
 
 /*
+ * A shard held for a sequence of operations: the tracker changes the table
+ * and its statistics in one critical section, so that fork (which holds every
+ * shard lock) never sees one without the other.
+ */
+typedef struct tfa_ptr_held_s {
+	tfa_ptr_shard_t *shard;
+	bool locked;
+} tfa_ptr_held_t;
+
+/* Locks the shard of ptr.  [hot path] [takes shard lock] */
+tfa_ptr_held_t tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr);
+void tfa_ptr_table_release(tfa_ptr_held_t h);
+
+/* As tfa_ptr_table_insert / _remove, on a held shard.  REQUIRES: h holds ptr's shard. */
+int tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *replaced)
+	TFA_MUST_CHECK;
+bool tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out);
+
+/*
  * Inserts a record.  Returns 0; 1 when a record for the same pointer was
  * already there (a free the shim never saw: *replaced receives the old record);
  * -ENOMEM when no memory for the table can be had.  [hot path] [takes shard lock]

@@ -170,6 +170,27 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 
 /* ---- the hot path ------------------------------------------------------------------------- */
 
+static void handle_pending_signal(void);
+static void install_signal_handlers(void);
+
+/*
+ * Marks the thread as inside the shim: a fatal signal that arrives meanwhile
+ * waits for the call to finish, so that the profile never sees the pointer
+ * table in the middle of a change.
+ */
+static TFA_ALWAYS_INLINE void
+shim_enter(void)
+{
+	tfa_tls.in_shim++;
+}
+
+static TFA_ALWAYS_INLINE void
+shim_exit(void)
+{
+	if (--tfa_tls.in_shim == 0 && tfa_unlikely(tfa_tls.pending_signal != 0))
+		handle_pending_signal();
+}
+
 void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
@@ -178,7 +199,10 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		/* A nested call (the guard is held) is the shim's or its dependencies'. */
 		.kind = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind,
 	};
-	return tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
+	shim_enter();
+	void *p = tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
+	shim_exit();
+	return p;
 }
 
 void
@@ -186,24 +210,28 @@ tfa_shim_free(void *ptr, uint8_t kind)
 {
 	tfa_alloc_info_t info;
 	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
-	int r = tfa_tracking_deallocate(&cpu_tracker, ptr, freed_by, &info);
 
+	shim_enter();
+	int r = tfa_tracking_deallocate(&cpu_tracker, ptr, freed_by, &info);
 	if (tfa_unlikely(r != TFA_FREE_OK))
 		report_free_result(r, ptr, kind, &info);
+	shim_exit();
 }
 
 void *
 tfa_shim_realloc(void *ptr, size_t nbytes)
 {
 	int r;
-	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r);
 
+	shim_enter();
+	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r);
 	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM)) {
 		tfa_alloc_info_t info = { .kind = TFA_KIND_NEW };
 		if (r == TFA_FREE_MISMATCH)
 			(void)tfa_tracking_lookup(&cpu_tracker, q, &info);
 		report_free_result(r, ptr, TFA_KIND_MALLOC, &info);
 	}
+	shim_exit();
 	return q;
 }
 
@@ -211,10 +239,13 @@ size_t
 tfa_shim_usable_size(const void *ptr)
 {
 	tfa_alloc_info_t info;
+	size_t n = 0;
 
-	if (!tfa_tracking_lookup(&cpu_tracker, ptr, &info))
-		return 0;
-	return tfa_tracking_backend_usable_size(&cpu_tracker, &info);
+	shim_enter();
+	if (tfa_tracking_lookup(&cpu_tracker, ptr, &info))
+		n = tfa_tracking_backend_usable_size(&cpu_tracker, &info);
+	shim_exit();
+	return n;
 }
 
 tfa_shim_state_t
@@ -367,6 +398,8 @@ tfa_shim_init(void)
 		memcpy(proc.outdir, ".", 2);
 	}
 	proc.exit_hooked = on_exit(on_exit_hook, NULL) == 0;
+	if (opts.catch_signals)
+		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
 
 	tfa_guard_exit();
@@ -609,6 +642,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	int err = 0;
 	tfa_pw_t w;
 
+	tfa_tls.in_shim++;
 	tfa_guard_enter();
 	tfa_spin_lock(&profile_lock);
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
@@ -629,11 +663,13 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 				err = -errno;
 		}
 	}
-	if (!opts.quiet || err != 0)
+	/* After exec the new image speaks for the process. */
+	if ((!opts.quiet && end_reason != TFA_END_EXEC) || err != 0)
 		print_summary(&st, &leaks, err);
 	tfa_arena_unmap(leaks.groups, groups_bytes);
 	tfa_spin_unlock(&profile_lock);
 	tfa_guard_exit();
+	tfa_tls.in_shim--;
 	return err;
 }
 
@@ -650,6 +686,32 @@ tfa_shim_on_fast_exit(int status)
 	(void)err;
 }
 
+bool
+tfa_shim_before_exec(void)
+{
+	if (tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
+		return false;
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+		return false;
+	int err = tfa_shim_write_profile(TFA_END_EXEC, 0);
+	(void)err;
+	return true;
+}
+
+void
+tfa_shim_exec_failed(void)
+{
+	/* The process goes on: its profile is not final, and its name is free again. */
+	tfa_guard_enter();
+	tfa_spin_lock(&profile_lock);
+	if (profile_path[0] != '\0')
+		unlink(profile_path);
+	profile_path[0] = '\0';
+	tfa_spin_unlock(&profile_lock);
+	tfa_guard_exit();
+	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
+}
+
 /* The destructor writes only when exit() will not call on_exit_hook. */
 void
 tfa_shim_fini(void)
@@ -660,6 +722,96 @@ tfa_shim_fini(void)
 		return;
 	int err = tfa_shim_write_profile(TFA_END_UNKNOWN, 0);
 	(void)err;
+}
+
+/* ---- fatal signals ------------------------------------------------------------------------- */
+
+/* Signals whose default action ends the process (SIGKILL cannot be caught). */
+static const int fatal_signals[] = {
+	SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,    SIGFPE,    SIGUSR1, SIGSEGV,
+	SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF,   SIGSYS,
+};
+
+/* Ends the process with sig's default action, as if tfalloc were not there. */
+static void
+die_by(int sig, bool synchronous)
+{
+	struct sigaction dfl;
+	sigset_t set;
+
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	/* A fault re-raises itself when the handler returns; a sent signal is sent again. */
+	if (synchronous)
+		return;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+}
+
+static void
+write_signal_profile(int sig)
+{
+	if (getpid() != proc.pid)
+		return; /* a vfork child: the memory is the parent's */
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+		return;
+	int err = tfa_shim_write_profile(TFA_END_SIGNAL, sig);
+	(void)err;
+}
+
+static void
+handle_pending_signal(void)
+{
+	int sig = tfa_tls.pending_signal;
+
+	tfa_tls.pending_signal = 0;
+	write_signal_profile(sig);
+	die_by(sig, false);
+}
+
+static void
+fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
+{
+	int saved_errno = errno;
+	bool synchronous = info != NULL && info->si_code > 0 && sig != SIGTERM && sig != SIGINT
+			   && sig != SIGHUP && sig != SIGQUIT && sig != SIGPIPE && sig != SIGALRM;
+
+	(void)ucontext;
+	if (tfa_tls.in_shim != 0) {
+		if (synchronous) {
+			/* A fault inside the shim itself: writing now could fault again. */
+			die_by(sig, true);
+		} else {
+			tfa_tls.pending_signal = sig;
+		}
+		errno = saved_errno;
+		return;
+	}
+	write_signal_profile(sig);
+	die_by(sig, synchronous);
+	errno = saved_errno;
+}
+
+/* Catches only what would kill the process by default: handlers and SIG_IGN stay. */
+static void
+install_signal_handlers(void)
+{
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++) {
+		struct sigaction old, sa;
+		if (sigaction(fatal_signals[i], NULL, &old) != 0)
+			continue;
+		if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = fatal_signal_handler;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		sigemptyset(&sa.sa_mask);
+		sigaction(fatal_signals[i], &sa, NULL);
+	}
 }
 
 /* ---- fork ---------------------------------------------------------------------------------- */

@@ -57,6 +57,14 @@ void tfa_shim_fini(void);
  */
 void tfa_shim_on_fast_exit(int status);
 
+/*
+ * exec: writes the profile (end reason exec) and returns true, unless this is
+ * a vfork child or the profile is already written.  tfa_shim_exec_failed
+ * withdraws it when exec returned and the process goes on.
+ */
+bool tfa_shim_before_exec(void);
+void tfa_shim_exec_failed(void);
+
 /* Writes the profile now (a snapshot unless the process is ending).  Returns 0 or -errno. */
 int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHECK;
 

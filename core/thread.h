@@ -58,6 +58,8 @@ typedef struct tfa_tls_s {
 	uint32_t state;            /* enum tfa_tls_state_e */
 	uint32_t tag;              /* current resource tag, 0 = none */
 	uint32_t holds_all_locks;  /* this thread is forking and holds every lock */
+	uint32_t in_shim;          /* depth of shim calls on this thread */
+	int pending_signal;        /* a fatal signal that arrived inside a shim call */
 	tfa_thread_rec_t *rec;
 } tfa_tls_t;
 

@@ -262,7 +262,6 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 	bool internal = attrs->kind == TFA_KIND_INTERNAL;
 	int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
 	bool reserved = false;
-
 	int64_t reserved_now = 0;
 
 	if (tfa_unlikely(limit > 0 && !internal)) {
@@ -275,19 +274,14 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 	}
 
 	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
-	if (tfa_unlikely(p == NULL)) {
-		if (reserved)
-			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
-		return NULL;
-	}
-	/* The peak moves only for memory the program got. */
-	if (reserved)
-		raise_peak(&ta->peak, reserved_now);
-	if (tfa_unlikely(ta->degraded)) {
+	if (tfa_unlikely(p == NULL || ta->degraded)) {
 		if (reserved)
 			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 		return p;
 	}
+	/* The peak moves only for memory the program got. */
+	if (reserved)
+		raise_peak(&ta->peak, reserved_now);
 
 	tfa_alloc_info_t info = {
 		.ptr = (uintptr_t)p,
@@ -298,20 +292,28 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 		.lg_align = lg_of(alignment),
 		.tag = tfa_tls.tag,
 	};
-	size_t asz = 0;
-	if (!internal) {
-		asz = backend_allocated(b, p, nbytes, alignment);
+	size_t asz = internal ? 0 : backend_allocated(b, p, nbytes, alignment);
+	tfa_record_t old;
+	int r;
+
+	/* Record and count in one critical section: a fork sees both or neither. */
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
+	if (internal) {
+		tfa_record_t rec = tfa_record_pack(&info);
+		r = tfa_ptr_held_insert(held, &rec, &old);
+	} else {
 		slot_ref_t ref = slot_enter(ta);
 		info.id = next_id(ta, ref.slot);
 		info.thread = ref.thread;
-		account_alloc(ref.slot, nbytes, asz, reserved);
+		tfa_record_t rec = tfa_record_pack(&info);
+		r = tfa_ptr_held_insert(held, &rec, &old);
+		if (tfa_likely(r >= 0))
+			account_alloc(ref.slot, nbytes, asz, reserved);
 		maybe_publish(ta, ref.slot);
 		slot_exit(ref);
 	}
+	tfa_ptr_table_release(held);
 
-	tfa_record_t rec = tfa_record_pack(&info);
-	tfa_record_t old;
-	int r = tfa_ptr_table_insert(ta->table, &rec, &old);
 	if (tfa_likely(r == 0))
 		return p;
 	if (r > 0) {
@@ -320,17 +322,8 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 	}
 	/* No memory for the table: stop recording, keep the program going. */
 	ta->degraded = true;
-	if (!internal) {
-		/* Not recorded: not counted either, so the figures stay consistent. */
-		slot_ref_t ref = slot_enter(ta);
-		account_free(ta, ref.slot, nbytes, asz);
-		ref.slot->num_frees--;
-		ref.slot->num_allocs--;
-		ref.slot->total_bytes -= nbytes;
-		ref.slot->total_allocated_bytes -= asz;
-		maybe_publish(ta, ref.slot);
-		slot_exit(ref);
-	}
+	if (reserved)
+		__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 	TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
 		     "allocations from here on; the program continues");
 	return p;
@@ -353,7 +346,26 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 
 	if (info == NULL)
 		info = &local;
-	if (tfa_unlikely(!tfa_ptr_table_remove(ta->table, (uintptr_t)ptr, &rec))) {
+
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
+	bool found = tfa_ptr_held_remove(held, (uintptr_t)ptr, &rec);
+	tfa_allocator_t *b = NULL;
+	size_t alignment = 0;
+	if (tfa_likely(found)) {
+		tfa_record_unpack(&rec, info);
+		b = tfa_tracking_allocator_backend(ta, info->backend);
+		alignment = align_of_lg(info->lg_align);
+		if (info->kind != TFA_KIND_INTERNAL) {
+			size_t asz = backend_allocated(b, ptr, info->requested, alignment);
+			slot_ref_t ref = slot_enter(ta);
+			account_free(ta, ref.slot, info->requested, asz);
+			maybe_publish(ta, ref.slot);
+			slot_exit(ref);
+		}
+	}
+	tfa_ptr_table_release(held);
+
+	if (tfa_unlikely(!found)) {
 		if (ta->degraded) {
 			tfa_allocator_deallocate_raw(ta->wrapper.wrapped, ptr);
 			return TFA_FREE_OK;
@@ -363,20 +375,28 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 		return tfa_ptr_table_recently_freed(ta->table, (uintptr_t)ptr) ? TFA_FREE_DOUBLE
 									       : TFA_FREE_INVALID;
 	}
-	tfa_record_unpack(&rec, info);
-
-	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info->backend);
-	size_t alignment = align_of_lg(info->lg_align);
-	if (info->kind != TFA_KIND_INTERNAL) {
-		size_t asz = backend_allocated(b, ptr, info->requested, alignment);
-		slot_ref_t ref = slot_enter(ta);
-		account_free(ta, ref.slot, info->requested, asz);
-		maybe_publish(ta, ref.slot);
-		slot_exit(ref);
-	}
+	/* Recorded before the backend can hand the address out again. */
 	tfa_allocator_deallocate_raw_sized(b, ptr, info->requested == 0 ? 1 : info->requested,
 					   alignment);
 	return kinds_match(info->kind, kind) ? TFA_FREE_OK : TFA_FREE_MISMATCH;
+}
+
+/*
+ * The two halves of a realloc's accounting, each done with the table change
+ * it belongs to: the old block is uncounted when its record leaves the table,
+ * the new one counted when its record goes in.  A fork in between sees the
+ * block in neither.  With a bytes limit, in_use moves directly.
+ */
+static void
+realloc_uncount_old(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, size_t requested,
+		    size_t asz, bool direct, int sign)
+{
+	s->num_frees += (uint64_t)(int64_t)sign;
+	if (direct)
+		__atomic_sub_fetch(&ta->in_use, sign * (int64_t)requested, __ATOMIC_RELAXED);
+	else
+		s->pending_bytes -= sign * (int64_t)requested;
+	s->pending_allocated -= sign * (int64_t)asz;
 }
 
 void *
@@ -385,15 +405,36 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 	tfa_record_t rec;
 	tfa_alloc_info_t info;
 	int local_result;
+	size_t old_asz = 0;
+	tfa_allocator_t *b = NULL;
+	size_t alignment = 0;
+	bool internal = false;
+	bool direct = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED) > 0;
 
 	if (result == NULL)
 		result = &local_result;
 	*result = TFA_FREE_OK;
-	if (tfa_unlikely(!tfa_ptr_table_remove(ta->table, (uintptr_t)ptr, &rec))) {
+
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
+	bool found = tfa_ptr_held_remove(held, (uintptr_t)ptr, &rec);
+	if (tfa_likely(found)) {
+		tfa_record_unpack(&rec, &info);
+		b = tfa_tracking_allocator_backend(ta, info.backend);
+		alignment = align_of_lg(info.lg_align);
+		internal = info.kind == TFA_KIND_INTERNAL;
+		if (!internal) {
+			old_asz = backend_allocated(b, ptr, info.requested, alignment);
+			slot_ref_t ref = slot_enter(ta);
+			realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, 1);
+			slot_exit(ref);
+		}
+	}
+	tfa_ptr_table_release(held);
+	if (tfa_unlikely(!found)) {
 		if (ta->degraded) {
-			tfa_allocator_t *b = ta->wrapper.wrapped;
-			size_t old = tfa_allocator_allocated_size_slow(b, ptr);
-			void *q = tfa_allocator_reallocate_raw(b, ptr, old, nbytes, 0);
+			tfa_allocator_t *cur = ta->wrapper.wrapped;
+			size_t old = tfa_allocator_allocated_size_slow(cur, ptr);
+			void *q = tfa_allocator_reallocate_raw(cur, ptr, old, nbytes, 0);
 			if (q == NULL)
 				*result = TFA_FREE_NOMEM;
 			return q;
@@ -402,66 +443,63 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 										  : TFA_FREE_INVALID;
 		return NULL;
 	}
-	tfa_record_unpack(&rec, &info);
 
-	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
-	size_t alignment = align_of_lg(info.lg_align);
-	bool internal = info.kind == TFA_KIND_INTERNAL;
-	int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
-	int64_t delta = (int64_t)nbytes - (int64_t)info.requested;
+	int64_t reserved_now = 0;
 	bool reserved = false;
-
 	if (nbytes > TFA_REQUESTED_MAX)
 		goto out_refused;
-	int64_t reserved_now = 0;
-	if (limit > 0 && !internal) {
-		reserved_now = __atomic_add_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
-		if (delta > 0 && reserved_now > limit) {
-			__atomic_sub_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
+	if (direct && !internal) {
+		int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
+		reserved_now = __atomic_add_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		if (limit > 0 && reserved_now > limit && nbytes > info.requested) {
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 			goto out_refused;
 		}
 		reserved = true;
 	}
 
-	size_t old_asz = internal ? 0 : backend_allocated(b, ptr, info.requested, alignment);
 	void *q = tfa_allocator_reallocate_raw(b, ptr, info.requested == 0 ? 1 : info.requested,
 					       nbytes == 0 ? 1 : nbytes, alignment);
 	if (q == NULL) {
 		if (reserved)
-			__atomic_sub_fetch(&ta->in_use, delta, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 		goto out_refused;
 	}
 	if (reserved)
 		raise_peak(&ta->peak, reserved_now);
 
 	uint8_t made_by = info.kind;
+	tfa_record_t old;
+	int r;
+
 	info.ptr = (uintptr_t)q;
 	info.requested = nbytes;
-	info.tag = internal ? info.tag : tfa_tls.tag;
-	if (!internal) {
+	held = tfa_ptr_table_hold(ta->table, (uintptr_t)q);
+	if (internal) {
+		rec = tfa_record_pack(&info);
+		r = tfa_ptr_held_insert(held, &rec, &old);
+	} else {
 		size_t new_asz = backend_allocated(b, q, nbytes, alignment);
 		slot_ref_t ref = slot_enter(ta);
 		tfa_stat_slot_t *s = ref.slot;
 		info.id = next_id(ta, s);
 		info.thread = ref.thread;
-		/* A realloc frees one block and makes another. */
+		info.tag = tfa_tls.tag;
+		info.kind = TFA_KIND_MALLOC;
+		rec = tfa_record_pack(&info);
+		r = tfa_ptr_held_insert(held, &rec, &old);
 		s->num_reallocs++;
-		s->num_frees++;
-		s->num_allocs++;
-		s->total_bytes += nbytes;
-		s->total_allocated_bytes += new_asz;
-		if (nbytes > s->largest_alloc_size)
-			s->largest_alloc_size = nbytes;
-		if (!reserved)
-			s->pending_bytes += delta;
-		s->pending_allocated += (int64_t)new_asz - (int64_t)old_asz;
+		if (tfa_likely(r >= 0)) {
+			account_alloc(s, nbytes, new_asz, reserved);
+		} else if (reserved) {
+			/* Not recorded from here on: not counted either. */
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		}
 		maybe_publish(ta, s);
 		slot_exit(ref);
-		info.kind = TFA_KIND_MALLOC;
 	}
-	rec = tfa_record_pack(&info);
-	tfa_record_t old;
-	int r = tfa_ptr_table_insert(ta->table, &rec, &old);
+	tfa_ptr_table_release(held);
+
 	if (r > 0)
 		account_lost_free(ta, &old);
 	else if (r < 0) {
@@ -474,9 +512,17 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 	return q;
 
 out_refused:
-	/* The old block is intact: put its record back. */
-	if (tfa_ptr_table_insert(ta->table, &rec, NULL) < 0)
+	/* The old block is intact: its record goes back, and its count with it. */
+	held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
+	if (tfa_ptr_held_insert(held, &rec, NULL) < 0) {
 		ta->degraded = true;
+	} else if (!internal) {
+		slot_ref_t ref = slot_enter(ta);
+		realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, -1);
+		maybe_publish(ta, ref.slot);
+		slot_exit(ref);
+	}
+	tfa_ptr_table_release(held);
 	*result = TFA_FREE_NOMEM;
 	return NULL;
 }

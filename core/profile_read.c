@@ -1,0 +1,622 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reader of profile files.  See core/profile_read.h for what it accepts
+ * and core/profile_format.h for the layout.
+ *
+ * Every read goes through a cursor that knows how many bytes its record has
+ * left, so no length in the file can make the parser look outside the
+ * buffer; the memory taken is a small multiple of the file's size.
+ */
+#include "core/profile_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+#define REC_HEAD  8u /* u32 type, u32 length */
+#define REC_CRC   4u
+#define REC_EXTRA (REC_HEAD + REC_CRC)
+
+/* Strings live in chunks of this size, owned by the profile. */
+#define STRING_CHUNK ((size_t)64 << 10)
+
+struct string_chunk {
+	struct string_chunk *next;
+	size_t used;
+	char data[];
+};
+
+struct tfa_profile_strings {
+	struct string_chunk *head;
+};
+
+struct parser {
+	const uint8_t *data;
+	size_t len;
+	const char *name;
+	char *err;
+	size_t errlen;
+	tfa_profile_t *prof;
+	size_t ndevices_cap;
+	size_t nleaks_cap;
+	size_t nerrors_cap;
+};
+
+/* One record's payload, read front to back. */
+struct record {
+	struct parser *ps;
+	const char *what; /* "process record", for messages */
+	size_t pos;       /* file offset of the next field */
+	size_t end;       /* file offset just past the payload */
+};
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+get_u64(const uint8_t *p)
+{
+	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+static __attribute__((format(printf, 4, 0))) void
+set_error(char *err, size_t errlen, const char *name, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (err == NULL || errlen == 0)
+		return;
+	n = snprintf(err, errlen, "%s: ", name);
+	if (n < 0 || (size_t)n >= errlen)
+		return;
+	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+}
+
+static __attribute__((format(printf, 2, 3))) int
+fail(struct parser *ps, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_error(ps->err, ps->errlen, ps->name, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static __attribute__((format(printf, 3, 4))) int
+fail_at(struct parser *ps, size_t off, const char *fmt, ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return fail(ps, "offset %zu: %s", off, what);
+}
+
+static int
+fail_oom(struct parser *ps)
+{
+	return fail(ps, "out of memory");
+}
+
+/* A copy of len bytes of s, NUL-terminated, owned by the profile's string chunks. */
+static char *
+strings_add(struct tfa_profile_strings *st, const uint8_t *s, size_t len)
+{
+	struct string_chunk *c = st->head;
+	char *copy;
+
+	if (c == NULL || STRING_CHUNK - c->used < len + 1) {
+		size_t size = TFA_MAX(STRING_CHUNK, len + 1);
+
+		c = malloc(sizeof(*c) + size);
+		if (c == NULL)
+			return NULL;
+		c->next = st->head;
+		c->used = 0;
+		st->head = c;
+	}
+	copy = c->data + c->used;
+	if (len > 0)
+		memcpy(copy, s, len);
+	copy[len] = '\0';
+	c->used += len + 1;
+	return copy;
+}
+
+static void
+strings_free(struct tfa_profile_strings *st)
+{
+	if (st == NULL)
+		return;
+	while (st->head != NULL) {
+		struct string_chunk *next = st->head->next;
+
+		free(st->head);
+		st->head = next;
+	}
+	free(st);
+}
+
+static size_t
+record_left(const struct record *r)
+{
+	return r->end - r->pos;
+}
+
+static int
+read_u32(struct record *r, const char *field, uint32_t *v)
+{
+	if (record_left(r) < 4)
+		return fail_at(r->ps, r->pos,
+		               "%s: field '%s' overruns its record (4 bytes needed, %zu left)",
+		               r->what, field, record_left(r));
+	*v = get_u32(r->ps->data + r->pos);
+	r->pos += 4;
+	return 0;
+}
+
+static int
+read_u64(struct record *r, const char *field, uint64_t *v)
+{
+	if (record_left(r) < 8)
+		return fail_at(r->ps, r->pos,
+		               "%s: field '%s' overruns its record (8 bytes needed, %zu left)",
+		               r->what, field, record_left(r));
+	*v = get_u64(r->ps->data + r->pos);
+	r->pos += 8;
+	return 0;
+}
+
+static int
+read_str(struct record *r, const char *field, char **s)
+{
+	size_t at = r->pos;
+	uint32_t n;
+
+	if (read_u32(r, field, &n) < 0)
+		return -1;
+	if (n > TFA_PROF_MAX_STRING)
+		return fail_at(r->ps, at,
+		               "%s: string '%s' of %" PRIu32 " bytes is longer than the maximum %u",
+		               r->what, field, n, TFA_PROF_MAX_STRING);
+	if (n > record_left(r))
+		return fail_at(r->ps, at,
+		               "%s: string '%s' of %" PRIu32
+		               " bytes overruns its record (%zu bytes left)",
+		               r->what, field, n, record_left(r));
+	*s = strings_add(r->ps->prof->strings_, r->ps->data + r->pos, n);
+	if (*s == NULL)
+		return fail_oom(r->ps);
+	r->pos += n;
+	return 0;
+}
+
+/*
+ * A counts block: u32 n, then n u64 values.  The first min(n, nfields) go to
+ * f; the others of f are 0; values past nfields are skipped.
+ */
+static int
+read_counts(struct record *r, const char *field, uint64_t *f, size_t nfields)
+{
+	size_t at = r->pos;
+	uint32_t n;
+
+	if (read_u32(r, field, &n) < 0)
+		return -1;
+	if ((uint64_t)n * 8 > record_left(r))
+		return fail_at(r->ps, at,
+		               "%s: counts block '%s' of %" PRIu32
+		               " values overruns its record (%zu bytes left)",
+		               r->what, field, n, record_left(r));
+	for (size_t i = 0; i < nfields; i++)
+		f[i] = i < n ? get_u64(r->ps->data + r->pos + 8 * i) : 0;
+	r->pos += (size_t)n * 8;
+	return 0;
+}
+
+/*
+ * Makes room for one more element in array, which holds n of size elem and
+ * has room for *cap.  Returns the array (maybe moved), or NULL with the error
+ * set and the old array untouched.
+ */
+static void *
+grow(struct parser *ps, void *array, size_t n, size_t *cap, size_t elem)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return array;
+	ncap = *cap == 0 ? 8 : *cap * 2;
+	if (ncap > SIZE_MAX / elem) {
+		fail_oom(ps);
+		return NULL;
+	}
+	p = realloc(array, ncap * elem);
+	if (p == NULL) {
+		fail_oom(ps);
+		return NULL;
+	}
+	*cap = ncap;
+	return p;
+}
+
+static int
+parse_process(struct record *r, size_t off)
+{
+	tfa_profile_t *p = r->ps->prof;
+	uint32_t exit_code;
+
+	if (p->has_process)
+		return fail_at(r->ps, off, "duplicate process record");
+	if (read_u32(r, "pid", &p->pid) < 0 || read_u32(r, "ppid", &p->ppid) < 0
+	    || read_u64(r, "start_ns", &p->start_ns) < 0 || read_u64(r, "end_ns", &p->end_ns) < 0
+	    || read_u32(r, "end_reason", &p->end_reason) < 0
+	    || read_u32(r, "exit_code", &exit_code) < 0 || read_u32(r, "flags", &p->flags) < 0
+	    || read_str(r, "command", &p->command) < 0 || read_str(r, "exe", &p->exe) < 0
+	    || read_str(r, "comm", &p->comm) < 0
+	    || read_str(r, "tfalloc_version", &p->tfalloc_version) < 0)
+		return -1;
+	p->exit_code = (int32_t)exit_code;
+	p->has_process = true;
+	return 0;
+}
+
+static int
+parse_device(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_device_t *d;
+
+	d = grow(ps, p->devices, p->ndevices, &ps->ndevices_cap, sizeof(*d));
+	if (d == NULL)
+		return -1;
+	p->devices = d;
+	d = &p->devices[p->ndevices];
+	memset(d, 0, sizeof(*d));
+	if (read_str(r, "device", &d->name) < 0 || read_str(r, "allocator", &d->allocator) < 0
+	    || read_counts(r, "counts", d->f, TFA_DEV_FIELD_COUNT) < 0)
+		return -1;
+	p->ndevices++;
+	return 0;
+}
+
+static int
+parse_leak(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_leak_t *l;
+
+	l = grow(ps, p->leaks, p->nleaks, &ps->nleaks_cap, sizeof(*l));
+	if (l == NULL)
+		return -1;
+	p->leaks = l;
+	l = &p->leaks[p->nleaks];
+	memset(l, 0, sizeof(*l));
+	if (read_str(r, "device", &l->device) < 0 || read_u32(r, "stack_id", &l->stack_id) < 0
+	    || read_u32(r, "leak_kind", &l->kind) < 0
+	    || read_counts(r, "counts", l->f, TFA_LEAKF_FIELD_COUNT) < 0)
+		return -1;
+	p->nleaks++;
+	return 0;
+}
+
+static int
+parse_error(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_error_t *e;
+
+	e = grow(ps, p->errors, p->nerrors, &ps->nerrors_cap, sizeof(*e));
+	if (e == NULL)
+		return -1;
+	p->errors = e;
+	e = &p->errors[p->nerrors];
+	memset(e, 0, sizeof(*e));
+	if (read_u32(r, "kind", &e->kind) < 0 || read_u64(r, "address", &e->address) < 0
+	    || read_u32(r, "stack_id", &e->stack_id) < 0
+	    || read_u32(r, "alloc_stack_id", &e->alloc_stack_id) < 0
+	    || read_u64(r, "count", &e->count) < 0 || read_str(r, "detail", &e->detail) < 0)
+		return -1;
+	p->nerrors++;
+	return 0;
+}
+
+static int
+parse_error_totals(struct record *r, size_t off)
+{
+	tfa_profile_t *p = r->ps->prof;
+
+	if (p->has_error_totals)
+		return fail_at(r->ps, off, "duplicate error totals record");
+	if (read_counts(r, "counts", p->error_totals, TFA_ERRC_FIELD_COUNT) < 0)
+		return -1;
+	p->has_error_totals = true;
+	return 0;
+}
+
+static int
+parse_end(struct record *r, size_t off, uint64_t nrecords)
+{
+	tfa_profile_t *p = r->ps->prof;
+	uint32_t complete;
+
+	if (read_u64(r, "records", &p->nrecords) < 0 || read_u32(r, "complete", &complete) < 0)
+		return -1;
+	if (p->nrecords != nrecords)
+		return fail_at(r->ps, off,
+		               "end record counts %" PRIu64
+		               " records before it, the file has %" PRIu64,
+		               p->nrecords, nrecords);
+	if (complete > 1)
+		return fail_at(r->ps, off,
+		               "end record: bad value %" PRIu32 " of 'complete' (0 or 1)",
+		               complete);
+	p->complete = complete == 1;
+	p->has_end = true;
+	return 0;
+}
+
+static int
+parse_header(struct parser *ps, size_t *records_at)
+{
+	static const char magic[8] = TFA_PROF_MAGIC;
+	const uint8_t *d = ps->data;
+	uint32_t version, hsize;
+
+	if (ps->len == 0)
+		return fail(ps, "empty file: not a tfalloc profile");
+	if (memcmp(d, magic, TFA_MIN(ps->len, sizeof(magic))) != 0)
+		return fail(ps, "not a tfalloc profile (bad magic)");
+	if (ps->len < TFA_PROF_HEADER_SIZE)
+		return fail(ps, "truncated header: %zu bytes, a profile starts with %u", ps->len,
+		            TFA_PROF_HEADER_SIZE);
+	version = get_u32(d + 8);
+	hsize = get_u32(d + 12);
+	if (version != TFA_PROF_VERSION)
+		return fail(ps,
+		            "unsupported format version %" PRIu32 " (this reader knows version %u)",
+		            version, TFA_PROF_VERSION);
+	if (hsize < TFA_PROF_HEADER_SIZE)
+		return fail_at(ps, 12, "bad header size %" PRIu32 " (at least %u)", hsize,
+		               TFA_PROF_HEADER_SIZE);
+	if (hsize > ps->len)
+		return fail(ps, "truncated header: %zu bytes, the header says %" PRIu32, ps->len,
+		            hsize);
+	ps->prof->version = version;
+	*records_at = hsize;
+	return 0;
+}
+
+static const char *
+record_name(uint32_t type)
+{
+	switch (type) {
+	case TFA_REC_PROCESS:
+		return "process record";
+	case TFA_REC_DEVICE:
+		return "device record";
+	case TFA_REC_LEAK:
+		return "leak record";
+	case TFA_REC_ERROR:
+		return "error record";
+	case TFA_REC_ERROR_TOTALS:
+		return "error totals record";
+	case TFA_REC_END:
+		return "end record";
+	default:
+		return "record";
+	}
+}
+
+static int
+parse_records(struct parser *ps, size_t off)
+{
+	uint64_t nrecords = 0;
+
+	for (;;) {
+		size_t left = ps->len - off;
+		uint32_t type, plen, stored, computed;
+		struct record r;
+		int rc;
+
+		if (left == 0)
+			return fail(ps,
+			            "cut short: no end record (after %" PRIu64
+			            " records, %zu bytes)",
+			            nrecords, ps->len);
+		if (left < REC_HEAD)
+			return fail(ps,
+			            "truncated: record at offset %zu needs at least %u bytes, %zu "
+			            "present",
+			            off, REC_EXTRA, left);
+		type = get_u32(ps->data + off);
+		plen = get_u32(ps->data + off + 4);
+		if (plen > TFA_PROF_MAX_RECORD)
+			return fail_at(ps, off,
+			               "record too large: type %" PRIu32 ", %" PRIu32
+			               " bytes (at most %u)",
+			               type, plen, TFA_PROF_MAX_RECORD);
+		if ((size_t)plen + REC_EXTRA > left)
+			return fail(ps,
+			            "truncated: record at offset %zu needs %zu bytes, %zu present",
+			            off, (size_t)plen + REC_EXTRA, left);
+		stored = get_u32(ps->data + off + REC_HEAD + plen);
+		computed = tfa_crc32(0, ps->data + off, REC_HEAD + (size_t)plen);
+		if (stored != computed)
+			return fail_at(ps, off,
+			               "checksum mismatch in %s (type %" PRIu32
+			               "): stored 0x%08" PRIx32 ", computed 0x%08" PRIx32,
+			               record_name(type), type, stored, computed);
+
+		r = (struct record){ .ps = ps,
+			             .what = record_name(type),
+			             .pos = off + REC_HEAD,
+			             .end = off + REC_HEAD + plen };
+		switch (type) {
+		case TFA_REC_PROCESS:
+			rc = parse_process(&r, off);
+			break;
+		case TFA_REC_DEVICE:
+			rc = parse_device(&r);
+			break;
+		case TFA_REC_LEAK:
+			rc = parse_leak(&r);
+			break;
+		case TFA_REC_ERROR:
+			rc = parse_error(&r);
+			break;
+		case TFA_REC_ERROR_TOTALS:
+			rc = parse_error_totals(&r, off);
+			break;
+		case TFA_REC_END:
+			rc = parse_end(&r, off, nrecords);
+			break;
+		default:
+			rc = 0; /* a record of a later format: skipped */
+			break;
+		}
+		if (rc < 0)
+			return -1;
+		off += (size_t)plen + REC_EXTRA;
+		if (type == TFA_REC_END)
+			break;
+		nrecords++;
+	}
+	if (off != ps->len)
+		return fail_at(ps, off, "%zu bytes after the end record", ps->len - off);
+	if (!ps->prof->has_process)
+		return fail(ps, "no process record");
+	return 0;
+}
+
+int
+tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_profile_t *out, char *err,
+                  size_t errlen)
+{
+	tfa_profile_t prof;
+	struct parser ps = {
+		.data = data,
+		.len = len,
+		.name = name != NULL ? name : "(profile)",
+		.err = err,
+		.errlen = errlen,
+		.prof = &prof,
+	};
+	size_t records_at = 0;
+
+	memset(&prof, 0, sizeof(prof));
+	memset(out, 0, sizeof(*out));
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	prof.strings_ = calloc(1, sizeof(*prof.strings_));
+	if (prof.strings_ == NULL)
+		return fail_oom(&ps);
+	prof.path = strings_add(prof.strings_, (const uint8_t *)ps.name, strlen(ps.name));
+	if (prof.path == NULL) {
+		fail_oom(&ps);
+		goto out_free;
+	}
+	if (parse_header(&ps, &records_at) < 0 || parse_records(&ps, records_at) < 0)
+		goto out_free;
+	*out = prof;
+	return 0;
+
+out_free:
+	tfa_profile_free(&prof);
+	return -1;
+}
+
+static __attribute__((format(printf, 4, 5))) int
+file_error(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_error(err, errlen, path, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int
+tfa_profile_read_file(const char *path, tfa_profile_t *out, char *err, size_t errlen)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	struct stat st;
+	int fd, rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	/* O_NONBLOCK: opening a FIFO must not hang; it is refused below. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return file_error(err, errlen, path, "%s", strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		file_error(err, errlen, path, "%s", strerror(errno));
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		file_error(err, errlen, path, "not a regular file");
+		goto out_close;
+	}
+	if ((uint64_t)st.st_size > TFA_PROFILE_MAX_FILE) {
+		file_error(err, errlen, path,
+		           "%jd bytes: larger than the %" PRIu64 " MiB a profile may have",
+		           (intmax_t)st.st_size, TFA_PROFILE_MAX_FILE >> 20);
+		goto out_close;
+	}
+	data = malloc((size_t)st.st_size + 1);
+	if (data == NULL) {
+		file_error(err, errlen, path, "out of memory");
+		goto out_close;
+	}
+	/* A file that shrinks while read is parsed as far as it goes; growth is ignored. */
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, data + len, (size_t)st.st_size - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			file_error(err, errlen, path, "%s", strerror(errno));
+			goto out_free;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	rc = tfa_profile_parse(data, len, path, out, err, errlen);
+out_free:
+	free(data);
+out_close:
+	close(fd);
+	return rc;
+}
+
+void
+tfa_profile_free(tfa_profile_t *p)
+{
+	if (p == NULL)
+		return;
+	free(p->devices);
+	free(p->leaks);
+	free(p->errors);
+	strings_free(p->strings_);
+	memset(p, 0, sizeof(*p));
+}

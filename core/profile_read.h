@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reader of profile files (core/profile_format.h): for the tools and the
+ * tests only.  It uses malloc and stdio freely and is never linked into the
+ * shim.
+ *
+ * The reader trusts nothing in a file: every length is checked against the
+ * bytes that remain, TFA_PROF_MAX_RECORD and TFA_PROF_MAX_STRING; every
+ * record's CRC-32 is checked; the memory it takes is bounded by a small
+ * multiple of the file's size, and files larger than TFA_PROFILE_MAX_FILE are
+ * refused.  Unknown record types are skipped, and "counts" blocks may have
+ * more fields (ignored) or fewer (missing ones read as 0) than this reader
+ * knows.  Bytes after the last known field of a known record are ignored
+ * (room for fields a later writer appends).
+ *
+ * A valid file has exactly one PROCESS record, at most one ERROR_TOTALS
+ * record, and ends with an END record whose count of earlier records is
+ * right, with nothing after it.  An END record with complete = 0 is a valid
+ * snapshot of a process that was still running.
+ */
+#ifndef TFA_CORE_PROFILE_READ_H
+#define TFA_CORE_PROFILE_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/profile_format.h"
+
+/* Larger files are refused with a clear error instead of being read into memory. */
+#define TFA_PROFILE_MAX_FILE ((uint64_t)1 << 30)
+
+/* One DEVICE record. */
+typedef struct tfa_profile_device_s {
+	char *name;                      /* "cpu" */
+	char *allocator;                 /* the backend's registry name */
+	uint64_t f[TFA_DEV_FIELD_COUNT]; /* by enum tfa_prof_device_field_e */
+} tfa_profile_device_t;
+
+/* One LEAK record: a group of blocks sharing device, stack and kind. */
+typedef struct tfa_profile_leak_s {
+	char *device;
+	uint32_t stack_id;                 /* 0: no stack recorded */
+	uint32_t kind;                     /* enum tfa_prof_leak_kind_e */
+	uint64_t f[TFA_LEAKF_FIELD_COUNT]; /* by enum tfa_prof_leak_field_e */
+} tfa_profile_leak_t;
+
+/* One ERROR record. */
+typedef struct tfa_profile_error_s {
+	uint32_t kind; /* enum tfa_prof_error_kind_e */
+	uint64_t address;
+	uint32_t stack_id;       /* of the offending call; 0: none */
+	uint32_t alloc_stack_id; /* of the allocation; 0: none */
+	uint64_t count;          /* times this address was hit */
+	char *detail;
+} tfa_profile_error_t;
+
+struct tfa_profile_strings;
+
+/*
+ * A parsed profile.  Every string is NUL-terminated and never NULL after a
+ * successful parse; a string that contained a NUL byte reads up to it.
+ */
+typedef struct tfa_profile_s {
+	char *path;       /* the name given to the parser */
+	uint32_t version; /* of the format */
+
+	/* PROCESS */
+	bool has_process; /* always true after a successful parse */
+	uint32_t pid;
+	uint32_t ppid;
+	uint64_t start_ns;   /* CLOCK_REALTIME */
+	uint64_t end_ns;     /* 0: still running when written */
+	uint32_t end_reason; /* enum tfa_prof_end_reason_e */
+	int32_t exit_code;   /* exit status, or the signal for TFA_END_SIGNAL */
+	uint32_t flags;      /* TFA_PROC_FLAG_* */
+	char *command;
+	char *exe;
+	char *comm;
+	char *tfalloc_version;
+
+	tfa_profile_device_t *devices;
+	size_t ndevices;
+	tfa_profile_leak_t *leaks;
+	size_t nleaks;
+	tfa_profile_error_t *errors;
+	size_t nerrors;
+	bool has_error_totals;
+	uint64_t error_totals[TFA_ERRC_FIELD_COUNT]; /* by enum tfa_prof_error_count_e */
+
+	/* END */
+	bool has_end;      /* always true after a successful parse */
+	bool complete;     /* false: a snapshot of a running process */
+	uint64_t nrecords; /* records before END, unknown types included */
+
+	struct tfa_profile_strings *strings_; /* private: owns every string above */
+} tfa_profile_t;
+
+/*
+ * Parses a whole profile held in memory.  name is used in messages and copied
+ * into out->path.  Returns 0 and fills out (free it with tfa_profile_free), or
+ * -1 with out zeroed (nothing to free) and a one-line message in err (when
+ * errlen > 0): "NAME: offset N: what is wrong", or "NAME: what is wrong" when
+ * no offset applies, or "NAME: out of memory".
+ */
+int tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_profile_t *out,
+                      char *err, size_t errlen);
+
+/*
+ * Reads and parses the file at path.  Same results as tfa_profile_parse; a
+ * file that cannot be opened or read gives "PATH: strerror", a directory or
+ * other non-regular file "PATH: not a regular file", a file larger than
+ * TFA_PROFILE_MAX_FILE "PATH: N bytes: larger than ...".
+ */
+int tfa_profile_read_file(const char *path, tfa_profile_t *out, char *err, size_t errlen);
+
+/* Frees everything tfa_profile_parse allocated and zeroes p.  NULL or a zeroed profile: no-op. */
+void tfa_profile_free(tfa_profile_t *p);
+
+#endif /* TFA_CORE_PROFILE_READ_H */
