@@ -1,0 +1,767 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tfalloc run: runs a command with libtfalloc.so preloaded and configured,
+ * waits for it, and exits with its status.
+ *
+ * What it does, in order:
+ *   1. parse the options (errors: one line, exit 125, as env(1) does);
+ *   2. find the shim: $TFALLOC_LIBRARY, else <dir of tfalloc>/../lib;
+ *   3. warn, in one line, when the loader will not preload the shim into the
+ *      command (statically linked, setuid/setgid, file capabilities),
+ *      looking through #! scripts to their interpreter;
+ *   4. create the output directory (mode 0700) and set the environment:
+ *      LD_PRELOAD, TFALLOC_OUTPUT and the option variables;
+ *   5. fork and exec with a close-on-exec pipe, so that a failed exec is
+ *      told apart from the command's own exit status (127 not found, 126
+ *      not executable, as a shell does);
+ *   6. wait like system(3): SIGINT and SIGQUIT ignored (the terminal sends
+ *      them to the command too), SIGTERM and SIGHUP forwarded;
+ *   7. exit with the command's status, or 128 + the signal that killed it.
+ */
+#include "tools/tfalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/options.h"
+
+/* The shim keeps string options in buffers of this size. */
+#define RUN_ENV_STR_MAX TFA_OPT_STR_MAX
+
+/* The kernel follows at most this many levels of #! interpreters. */
+#define RUN_MAX_SCRIPT_DEPTH 4
+
+struct run_opts {
+	const char *output;
+	const char *allocator;
+	const char *limit;
+	bool quiet;
+	char **cmd; /* NULL-terminated */
+};
+
+void
+tfa_run_usage(FILE *f)
+{
+	fputs("usage: tfalloc run [options] [--] CMD [ARGS...]\n"
+	      "\n"
+	      "Runs CMD with libtfalloc.so preloaded; every process of the run (children\n"
+	      "through fork and exec too) writes a profile file into the output directory.\n"
+	      "The exit status is CMD's own (128+N when a signal N killed it; 127: CMD not\n"
+	      "found; 126: CMD not executable; 125: tfalloc run itself failed).\n"
+	      "\n"
+	      "Options:\n"
+	      "  --output DIR       directory for the profiles, created (mode 0700) if missing\n"
+	      "                     (default: ./tfalloc.<name of CMD>.<pid of tfalloc>)\n"
+	      "  --allocator NAME   host allocator by registry name (jemalloc, glibc)\n"
+	      "  --limit SIZE       bytes_limit of the cpu device: allocations past it fail\n"
+	      "                     (digits with an optional K, M, G or T suffix; 0: none)\n"
+	      "  --quiet            no summary from the processes, no closing line\n"
+	      "  -h, --help         this help\n"
+	      "Options may also be written --output=DIR.\n"
+	      "\n"
+	      "Environment: TFALLOC_LIBRARY, an absolute path to libtfalloc.so (default:\n"
+	      "<directory of tfalloc>/../lib/libtfalloc.so).\n",
+	      f);
+}
+
+static __attribute__((format(printf, 1, 2))) int
+run_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tfalloc: run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return TFA_EXIT_RUN_FAILED;
+}
+
+/* --------------------------------------------------------------------------
+ * Options
+ */
+
+/*
+ * Matches argv[*i] against --NAME and --NAME=VALUE.  Returns 1 with *value
+ * set (taking the next argument when needed), 0 when it is another option,
+ * or -1 after a complaint.
+ */
+static int
+run_option_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+	const char *arg = argv[*i];
+	size_t n = strlen(name);
+
+	if (strncmp(arg, name, n) != 0)
+		return 0;
+	if (arg[n] == '=') {
+		*value = arg + n + 1;
+	} else if (arg[n] == '\0') {
+		if (*i + 1 >= argc) {
+			run_fail("option %s needs a value (see 'tfalloc run --help')", name);
+			return -1;
+		}
+		*value = argv[++*i];
+	} else {
+		return 0;
+	}
+	if (**value == '\0') {
+		run_fail("option %s needs a non-empty value", name);
+		return -1;
+	}
+	return 1;
+}
+
+/* Returns 0 (options parsed), 1 (help printed) or -1 (complaint printed). */
+static int
+run_parse_args(int argc, char **argv, struct run_opts *o)
+{
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		int rc;
+
+		if (strcmp(arg, "--") == 0) {
+			i++;
+			break;
+		}
+		if (arg[0] != '-' || arg[1] == '\0')
+			break;
+		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+			tfa_run_usage(stdout);
+			return 1;
+		}
+		if (strcmp(arg, "--quiet") == 0) {
+			o->quiet = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--output", &o->output)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--allocator", &o->allocator)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--limit", &o->limit)) != 0) {
+			if (rc < 0)
+				return -1;
+			continue;
+		}
+		if (strncmp(arg, "--quiet=", 8) == 0)
+			run_fail("option --quiet takes no value");
+		else
+			run_fail("unknown option '%s' (see 'tfalloc run --help')", arg);
+		return -1;
+	}
+	if (i >= argc) {
+		run_fail("no command given (usage: tfalloc run [options] [--] CMD [ARGS...])");
+		return -1;
+	}
+	o->cmd = argv + i;
+
+	if (o->limit != NULL) {
+		uint64_t v;
+		int rc = tfa_parse_size(o->limit, &v); /* the shim's own parser: the same syntax */
+
+		if (rc == -ERANGE) {
+			run_fail("--limit %s: too large", o->limit);
+			return -1;
+		}
+		if (rc < 0) {
+			run_fail("--limit %s: not a size (digits with an optional K, M, G or T "
+			         "suffix)",
+			         o->limit);
+			return -1;
+		}
+	}
+	if (o->allocator != NULL && strlen(o->allocator) >= RUN_ENV_STR_MAX) {
+		run_fail("--allocator: name too long");
+		return -1;
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------------------
+ * The shim
+ */
+
+/* LD_PRELOAD splits its list on spaces and colons. */
+static bool
+run_preloadable_path(const char *path)
+{
+	return strpbrk(path, " :\t\n") == NULL;
+}
+
+/* Sets *lib to a malloc'd absolute path of libtfalloc.so; 0 or -1 after a complaint. */
+static int
+run_find_library(char **lib)
+{
+	const char *env = getenv("TFALLOC_LIBRARY");
+	char exe[PATH_MAX], guess[PATH_MAX + 32];
+	struct stat st;
+	ssize_t n;
+	char *slash;
+
+	if (env != NULL && env[0] != '\0') {
+		if (env[0] != '/') {
+			run_fail("TFALLOC_LIBRARY=%s: not an absolute path", env);
+			return -1;
+		}
+		if (stat(env, &st) < 0) {
+			run_fail("TFALLOC_LIBRARY=%s: %s; the command was not run", env,
+			         strerror(errno));
+			return -1;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			run_fail("TFALLOC_LIBRARY=%s: not a regular file; the command was not run",
+			         env);
+			return -1;
+		}
+		*lib = strdup(env);
+	} else {
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (n < 0) {
+			run_fail("cannot find the shim: /proc/self/exe: %s (set TFALLOC_LIBRARY)",
+			         strerror(errno));
+			return -1;
+		}
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash != NULL)
+			*slash = '\0';
+		snprintf(guess, sizeof(guess), "%s/../lib/libtfalloc.so", exe);
+		*lib = realpath(guess, NULL);
+		if (*lib == NULL) {
+			run_fail("cannot find the shim %s: %s; the command was not run (set "
+			         "TFALLOC_LIBRARY)",
+			         guess, strerror(errno));
+			return -1;
+		}
+	}
+	if (*lib == NULL) {
+		run_fail("out of memory");
+		return -1;
+	}
+	if (!run_preloadable_path(*lib)) {
+		run_fail("the shim's path '%s' contains a space or a colon: LD_PRELOAD cannot name "
+		         "it",
+		         *lib);
+		free(*lib);
+		*lib = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------------------
+ * Will the loader preload the shim into the command?
+ */
+
+/* Finds name on PATH as execvp would; a malloc'd path, or NULL. */
+static char *
+run_search_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	const char *p;
+
+	if (name[0] == '\0')
+		return NULL;
+	if (strchr(name, '/') != NULL)
+		return strdup(name);
+	if (path == NULL)
+		path = "/bin:/usr/bin"; /* glibc's execvp default */
+	for (p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		char *cand;
+		struct stat st;
+
+		if (asprintf(&cand, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/", name) < 0)
+			return NULL;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+			return cand;
+		free(cand);
+		if (*end == '\0')
+			return NULL;
+		p = end;
+	}
+}
+
+static uint64_t
+elf_get(const unsigned char *p, size_t n, bool big_endian)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < n; i++)
+		v |= (uint64_t)p[big_endian ? n - 1 - i : i] << (8 * i);
+	return v;
+}
+
+enum elf_kind_e {
+	ELF_NOT_ELF,
+	ELF_DYNAMIC, /* has PT_INTERP: the loader runs, LD_PRELOAD works */
+	ELF_STATIC,
+};
+
+/* Looks for a PT_INTERP program header in the ELF file open as fd. */
+static enum elf_kind_e
+elf_kind(int fd)
+{
+	unsigned char eh[64], ph[64];
+	bool is64, be;
+	uint64_t phoff, phentsize, phnum, type;
+
+	if (pread(fd, eh, sizeof(eh), 0) < 52 || memcmp(eh, "\177ELF", 4) != 0)
+		return ELF_NOT_ELF;
+	if ((eh[4] != 1 && eh[4] != 2) || (eh[5] != 1 && eh[5] != 2))
+		return ELF_NOT_ELF;
+	is64 = eh[4] == 2;
+	be = eh[5] == 2;
+	type = elf_get(eh + 16, 2, be);
+	if (type != 2 && type != 3) /* ET_EXEC, ET_DYN */
+		return ELF_NOT_ELF;
+	phoff = elf_get(eh + (is64 ? 32 : 28), is64 ? 8 : 4, be);
+	phentsize = elf_get(eh + (is64 ? 54 : 42), 2, be);
+	phnum = elf_get(eh + (is64 ? 56 : 44), 2, be);
+	if (phentsize < (is64 ? 56u : 32u) || phentsize > sizeof(ph)
+	    || phoff > (uint64_t)INT64_MAX / 2)
+		return ELF_NOT_ELF;
+	for (uint64_t i = 0; i < phnum; i++) {
+		if (pread(fd, ph, phentsize, (off_t)(phoff + i * phentsize)) != (ssize_t)phentsize)
+			return ELF_NOT_ELF;
+		if (elf_get(ph, 4, be) == 3) /* PT_INTERP */
+			return ELF_DYNAMIC;
+	}
+	return ELF_STATIC;
+}
+
+/* Warns when the file at path will run without the shim; follows #! lines. */
+static void
+run_check_program(const char *path, int depth)
+{
+	unsigned char buf[256]; /* the kernel reads this much of a #! line */
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (depth > RUN_MAX_SCRIPT_DEPTH)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return; /* exec will say what is wrong */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out_close;
+
+	/* Secure-execution programs: glibc ignores LD_PRELOAD for them. */
+	if ((st.st_mode & S_ISUID) && st.st_uid != getuid()) {
+		fprintf(stderr,
+		        "tfalloc: %s is setuid: the loader ignores LD_PRELOAD for it; "
+		        "it runs without a profile\n",
+		        path);
+	} else if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getgid()) {
+		fprintf(stderr,
+		        "tfalloc: %s is setgid: the loader ignores LD_PRELOAD for it; "
+		        "it runs without a profile\n",
+		        path);
+	} else if (getuid() != 0 && fgetxattr(fd, "security.capability", NULL, 0) > 0) {
+		fprintf(stderr,
+		        "tfalloc: %s has file capabilities: the loader ignores LD_PRELOAD "
+		        "for it; it runs without a profile\n",
+		        path);
+	}
+
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+		char *line = (char *)buf + 2, *interp, *arg, *end;
+
+		buf[n] = '\0';
+		line[strcspn(line, "\n")] = '\0';
+		interp = line + strspn(line, " \t");
+		end = interp + strcspn(interp, " \t");
+		arg = end + strspn(end, " \t");
+		*end = '\0';
+		if (*interp == '\0')
+			goto out_close;
+		run_check_program(interp, depth + 1);
+		/* "#!/usr/bin/env NAME": env runs NAME from PATH. */
+		if (strcmp(strrchr(interp, '/') ? strrchr(interp, '/') + 1 : interp, "env") == 0
+		    && *arg != '\0' && *arg != '-') {
+			char *prog;
+
+			arg[strcspn(arg, " \t")] = '\0';
+			prog = run_search_path(arg);
+			if (prog != NULL)
+				run_check_program(prog, depth + 1);
+			free(prog);
+		}
+	} else if (elf_kind(fd) == ELF_STATIC) {
+		fprintf(stderr,
+		        "tfalloc: %s is statically linked: LD_PRELOAD cannot reach its "
+		        "allocations; it runs without a profile\n",
+		        path);
+	}
+out_close:
+	close(fd);
+}
+
+/* --------------------------------------------------------------------------
+ * The output directory
+ */
+
+/* mkdir -p with mode 0700 for what it creates.  0 or -errno. */
+static int
+run_mkdirs(const char *dir)
+{
+	char *copy = strdup(dir);
+	struct stat st;
+	int rc = 0;
+
+	if (copy == NULL)
+		return -ENOMEM;
+	for (char *p = copy + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(copy, 0700) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	free(copy);
+	if (rc == 0 && stat(dir, &st) < 0)
+		rc = -errno;
+	else if (rc == 0 && !S_ISDIR(st.st_mode))
+		rc = -ENOTDIR;
+	return rc;
+}
+
+/* Creates the output directory; a malloc'd absolute path, or NULL after a complaint. */
+static char *
+run_output_dir(const struct run_opts *o)
+{
+	char *dir = NULL, *abs;
+	int rc;
+
+	if (o->output != NULL) {
+		dir = strdup(o->output);
+	} else {
+		const char *base =
+		        strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+
+		if (asprintf(&dir, "tfalloc.%s.%ld", base[0] ? base : "cmd", (long)getpid()) < 0)
+			dir = NULL;
+	}
+	if (dir == NULL) {
+		run_fail("out of memory");
+		return NULL;
+	}
+	rc = run_mkdirs(dir);
+	if (rc < 0) {
+		run_fail("cannot create the output directory %s: %s", dir, strerror(-rc));
+		free(dir);
+		return NULL;
+	}
+	abs = realpath(dir, NULL);
+	if (abs == NULL) {
+		run_fail("output directory %s: %s", dir, strerror(errno));
+		free(dir);
+		return NULL;
+	}
+	if (access(abs, W_OK | X_OK) < 0) {
+		run_fail("output directory %s: %s", abs, strerror(errno));
+		goto out_free;
+	}
+	if (strlen(abs) >= RUN_ENV_STR_MAX - 64) {
+		run_fail("output directory %s: path too long", abs);
+		goto out_free;
+	}
+	free(dir);
+	return abs;
+
+out_free:
+	free(dir);
+	free(abs);
+	return NULL;
+}
+
+static bool
+run_is_prof_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > 5 && strcmp(name + n - 5, ".prof") == 0;
+}
+
+static unsigned
+run_count_profiles(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL)
+		if (run_is_prof_name(e->d_name))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Prints s as one shell word. */
+static void
+run_print_shell_word(FILE *f, const char *s)
+{
+	if (s[0] != '\0'
+	    && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                 "0123456789/._-+,:@%=")
+	               == strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s != '\0'; s++) {
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+/* --------------------------------------------------------------------------
+ * The environment
+ */
+
+/* A boolean TFALLOC_* variable as the shim reads it. */
+static bool
+run_env_true(const char *name)
+{
+	const char *v = getenv(name);
+	bool b = false;
+
+	return v != NULL && tfa_parse_bool(v, &b) == 0 && b;
+}
+
+static int
+run_set_env(const struct run_opts *o, const char *lib, const char *dir)
+{
+	const char *prev = getenv("LD_PRELOAD");
+	char *preload;
+	int rc = 0;
+
+	if (prev != NULL && prev[0] != '\0')
+		rc = asprintf(&preload, "%s:%s", lib, prev);
+	else
+		rc = asprintf(&preload, "%s", lib);
+	if (rc < 0)
+		return run_fail("out of memory");
+	rc = setenv("LD_PRELOAD", preload, 1);
+	free(preload);
+	if (rc == 0)
+		rc = setenv("TFALLOC_OUTPUT", dir, 1);
+	if (rc == 0 && o->allocator != NULL)
+		rc = setenv("TFALLOC_ALLOCATOR", o->allocator, 1);
+	if (rc == 0 && o->limit != NULL)
+		rc = setenv("TFALLOC_LIMIT", o->limit, 1);
+	if (rc == 0 && o->quiet)
+		rc = setenv("TFALLOC_QUIET", "1", 1);
+	if (rc < 0)
+		return run_fail("cannot set the environment: %s", strerror(errno));
+	return 0;
+}
+
+/* --------------------------------------------------------------------------
+ * Running the command
+ */
+
+static volatile sig_atomic_t run_child_pid;
+
+static void
+run_forward_signal(int sig)
+{
+	int saved_errno = errno;
+	pid_t pid = (pid_t)run_child_pid;
+
+	if (pid > 0)
+		kill(pid, sig);
+	errno = saved_errno;
+}
+
+struct run_signals {
+	struct sigaction old_int, old_quit, old_term, old_hup, old_chld;
+	sigset_t old_mask;
+};
+
+/*
+ * Before fork: ignore SIGINT and SIGQUIT, and hold SIGTERM and SIGHUP blocked
+ * until the child's pid is known to the forwarding handler.  SIGCHLD gets its
+ * default action: when ignored (inherited from our parent) waitpid would
+ * find no child.
+ */
+static void
+run_signals_before_fork(struct run_signals *s)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN }, dfl = { .sa_handler = SIG_DFL },
+	                 fwd = { .sa_handler = run_forward_signal, .sa_flags = SA_RESTART };
+	sigset_t block;
+
+	sigemptyset(&ign.sa_mask);
+	sigemptyset(&dfl.sa_mask);
+	sigemptyset(&fwd.sa_mask);
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &s->old_mask);
+	sigaction(SIGINT, &ign, &s->old_int);
+	sigaction(SIGQUIT, &ign, &s->old_quit);
+	sigaction(SIGTERM, &fwd, &s->old_term);
+	sigaction(SIGHUP, &fwd, &s->old_hup);
+	sigaction(SIGCHLD, &dfl, &s->old_chld);
+}
+
+/* In the child, or in the parent once it is done: the dispositions tfalloc started with. */
+static void
+run_signals_restore(const struct run_signals *s)
+{
+	sigaction(SIGINT, &s->old_int, NULL);
+	sigaction(SIGQUIT, &s->old_quit, NULL);
+	sigaction(SIGTERM, &s->old_term, NULL);
+	sigaction(SIGHUP, &s->old_hup, NULL);
+	sigaction(SIGCHLD, &s->old_chld, NULL);
+	sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
+}
+
+/* Exec fails: 127 when the command is not there, 126 otherwise (as bash). */
+static int
+run_exec_failed(const char *cmd, int err)
+{
+	if (err == ENOENT || err == ENOTDIR) {
+		if (strchr(cmd, '/') == NULL)
+			fprintf(stderr, "tfalloc: run: %s: command not found\n", cmd);
+		else
+			fprintf(stderr, "tfalloc: run: %s: %s\n", cmd, strerror(err));
+		return TFA_EXIT_NOT_FOUND;
+	}
+	fprintf(stderr, "tfalloc: run: %s: %s\n", cmd, strerror(err));
+	return TFA_EXIT_CANNOT_EXEC;
+}
+
+/*
+ * Runs the command and waits for it.  Returns its exit status (128 + signal
+ * when killed), or 126/127 when it could not be executed (*ran = false).
+ */
+static int
+run_command(char **cmd, bool *ran)
+{
+	struct run_signals sigs;
+	int pipefd[2], err, status;
+	ssize_t n;
+	pid_t pid;
+
+	*ran = false;
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return run_fail("pipe: %s", strerror(errno));
+	fflush(NULL);
+	run_signals_before_fork(&sigs);
+	pid = fork();
+	if (pid < 0) {
+		err = errno;
+		run_signals_restore(&sigs);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return run_fail("fork: %s", strerror(err));
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		run_signals_restore(&sigs);
+		execvp(cmd[0], cmd);
+		err = errno;
+		while (write(pipefd[1], &err, sizeof(err)) < 0 && errno == EINTR)
+			;
+		_exit(TFA_EXIT_NOT_FOUND);
+	}
+	run_child_pid = pid;
+	sigprocmask(SIG_SETMASK, &sigs.old_mask, NULL); /* pending TERM/HUP are forwarded now */
+	close(pipefd[1]);
+	do
+		n = read(pipefd[0], &err, sizeof(err));
+	while (n < 0 && errno == EINTR);
+	close(pipefd[0]);
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			err = errno;
+			run_child_pid = 0;
+			run_signals_restore(&sigs);
+			return run_fail("waitpid: %s", strerror(err));
+		}
+	}
+	run_child_pid = 0;
+	run_signals_restore(&sigs);
+	if (n == (ssize_t)sizeof(err))
+		return run_exec_failed(cmd[0], err);
+	*ran = true;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return TFA_EXIT_RUN_FAILED;
+}
+
+int
+tfa_cmd_run(int argc, char **argv)
+{
+	struct run_opts o;
+	char *lib = NULL, *dir = NULL, *prog;
+	bool ran;
+	int rc;
+
+	rc = run_parse_args(argc, argv, &o);
+	if (rc != 0)
+		return rc > 0 ? 0 : TFA_EXIT_RUN_FAILED;
+	if (run_find_library(&lib) < 0)
+		return TFA_EXIT_RUN_FAILED;
+
+	prog = run_search_path(o.cmd[0]);
+	if (prog != NULL)
+		run_check_program(prog, 0);
+	free(prog);
+
+	dir = run_output_dir(&o);
+	if (dir == NULL) {
+		rc = TFA_EXIT_RUN_FAILED;
+		goto out_free;
+	}
+	if (run_set_env(&o, lib, dir) != 0) {
+		rc = TFA_EXIT_RUN_FAILED;
+		goto out_free;
+	}
+	rc = run_command(o.cmd, &ran);
+	if (ran && !o.quiet && !run_env_true("TFALLOC_QUIET")) {
+		fprintf(stderr, "tfalloc: %u profile(s) in %s; read them with: tfalloc report ",
+		        run_count_profiles(dir), dir);
+		run_print_shell_word(stderr, dir);
+		fputc('\n', stderr);
+	}
+out_free:
+	free(dir);
+	free(lib);
+	return rc;
+}

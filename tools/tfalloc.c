@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tfalloc: run a program under libtfalloc.so, and read the profiles it
+ * leaves.  This file only dispatches to the subcommands.
+ */
+#include "tools/tfalloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef TFA_VERSION
+#	define TFA_VERSION "unknown"
+#endif
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: tfalloc COMMAND [ARGS...]\n"
+	      "\n"
+	      "Commands:\n"
+	      "  run [options] [--] CMD [ARGS...]   run CMD with the memory profiler preloaded\n"
+	      "  report [options] PATH...           show profile files, or directories of them\n"
+	      "  help [COMMAND]                     this help, or the help of COMMAND\n"
+	      "  --version                          the version of tfalloc\n"
+	      "\n"
+	      "Run 'tfalloc help run' or 'tfalloc help report' for their options.\n",
+	      f);
+}
+
+static int
+help(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "run") == 0) {
+		tfa_run_usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "report") == 0) {
+		tfa_report_usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "tfalloc: help: unknown command '%s' (commands: run, report)\n", argv[1]);
+	return TFA_EXIT_USAGE;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *cmd;
+
+	if (argc < 2) {
+		usage(stderr);
+		return TFA_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "run") == 0)
+		return tfa_cmd_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return tfa_cmd_report(argc - 1, argv + 1);
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+		return help(argc - 1, argv + 1);
+	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+		printf("tfalloc %s\n", TFA_VERSION);
+		return 0;
+	}
+	fprintf(stderr, "tfalloc: unknown command '%s' (see 'tfalloc help')\n", cmd);
+	return TFA_EXIT_USAGE;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The subcommands of the tfalloc command.  Each takes the arguments after the
+ * command's own name (argv[0] is the subcommand's name) and returns the exit
+ * status of the tool.
+ */
+#ifndef TFA_TOOLS_TFALLOC_H
+#define TFA_TOOLS_TFALLOC_H
+
+#include <stdio.h>
+
+/* Exit statuses of tfalloc's own failures, as env(1) and timeout(1) use them. */
+#define TFA_EXIT_USAGE       2   /* a usage error of a subcommand other than run */
+#define TFA_EXIT_RUN_FAILED  125 /* tfalloc run could not start the command */
+#define TFA_EXIT_CANNOT_EXEC 126 /* the command was found but could not be executed */
+#define TFA_EXIT_NOT_FOUND   127 /* the command was not found */
+
+/* tfalloc run [options] [--] CMD [ARGS...] */
+int tfa_cmd_run(int argc, char **argv);
+void tfa_run_usage(FILE *f);
+
+/* tfalloc report [--format text|json] [-o FILE] PATH... */
+int tfa_cmd_report(int argc, char **argv);
+void tfa_report_usage(FILE *f);
+
+#endif /* TFA_TOOLS_TFALLOC_H */
