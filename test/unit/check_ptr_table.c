@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core/ptr_table.h: insert, lookup, remove, growth to a million entries,
+ * backward-shift deletion, duplicates, recently freed pointers, foreach,
+ * record packing at every field's limits, threads, and arena exhaustion.
+ */
+#include "core/ptr_table.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+
+/* Zeroed static storage is an empty table; each forked test gets a fresh one. */
+static tfa_ptr_table_t table;
+
+static uint64_t rng_state = UINT64_C(0x243f6a8885a308d3);
+
+/* xorshift64*: reproducible pseudo-random numbers. */
+static uint64_t
+rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * UINT64_C(0x2545F4914F6CDD1D);
+}
+
+/*
+ * A distinct, 16-aligned, realistic (< 2^47) pointer for index i < 2^20:
+ * random high bits, i in the low ones.
+ */
+static uintptr_t
+fake_ptr(uint64_t i)
+{
+	return (uintptr_t)((((rng() & 0x7ffff) << 20) | (i & 0xfffff)) << 4) + 0x1000;
+}
+
+static tfa_record_t
+make_rec(uintptr_t ptr, uint64_t requested, uint64_t id)
+{
+	tfa_alloc_info_t info = {
+		.ptr = ptr,
+		.requested = requested,
+		.id = id,
+		.thread = (uint32_t)(id & 0xffffff),
+		.stack_id = (uint32_t)id * 3,
+		.tag = (uint32_t)id * 5,
+		.backend = (uint8_t)(id & 7),
+		.kind = (uint8_t)((id >> 3) & 7),
+		.device = (uint8_t)(id & 31),
+		.lg_align = (uint8_t)(id & 63),
+	};
+	return tfa_record_pack(&info);
+}
+
+static void
+insert_ok(uintptr_t ptr, uint64_t requested, uint64_t id)
+{
+	tfa_record_t rec = make_rec(ptr, requested, id);
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), 0);
+}
+
+static void
+teardown(void)
+{
+	tfa_arena_inject_failure(-1);
+	tfa_ptr_table_destroy(&table);
+}
+
+/* ---- basics ------------------------------------------------------------------------------- */
+
+START_TEST(test_ptr_table_insert_lookup_remove)
+{
+	tfa_record_t rec = make_rec(0x7f0000001000, 123, 42), out;
+
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x7f0000001000, &out));
+	ck_assert(!tfa_ptr_table_remove(&table, 0x7f0000001000, &out));
+
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+	memset(&out, 0, sizeof(out));
+	ck_assert(tfa_ptr_table_lookup(&table, 0x7f0000001000, &out));
+	ck_assert_mem_eq(&out, &rec, sizeof(rec));
+	ck_assert(tfa_ptr_table_lookup(&table, 0x7f0000001000, NULL));
+	/* Neighbouring addresses are different keys. */
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x7f0000001010, NULL));
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x7f0000000ff0, NULL));
+	ck_assert(!tfa_ptr_table_lookup(&table, 0, NULL));
+
+	memset(&out, 0, sizeof(out));
+	ck_assert(tfa_ptr_table_remove(&table, 0x7f0000001000, &out));
+	ck_assert_mem_eq(&out, &rec, sizeof(rec));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x7f0000001000, NULL));
+	ck_assert(!tfa_ptr_table_remove(&table, 0x7f0000001000, NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+
+	/* Remove with a NULL out. */
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), 0);
+	ck_assert(tfa_ptr_table_remove(&table, 0x7f0000001000, NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+}
+END_TEST
+
+START_TEST(test_ptr_table_duplicate_insert)
+{
+	tfa_record_t first = make_rec(0x5000, 10, 1), second = make_rec(0x5000, 20, 2);
+	tfa_record_t replaced, out;
+
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &first, &replaced), 0);
+	memset(&replaced, 0, sizeof(replaced));
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &second, &replaced), 1);
+	ck_assert_mem_eq(&replaced, &first, sizeof(first));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+	ck_assert(tfa_ptr_table_lookup(&table, 0x5000, &out));
+	ck_assert_mem_eq(&out, &second, sizeof(second));
+
+	/* A NULL replaced is allowed. */
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &first, NULL), 1);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+	ck_assert(tfa_ptr_table_lookup(&table, 0x5000, &out));
+	ck_assert_mem_eq(&out, &first, sizeof(first));
+	ck_assert(tfa_ptr_table_remove(&table, 0x5000, NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+}
+END_TEST
+
+START_TEST(test_ptr_table_recently_freed)
+{
+	ck_assert(!tfa_ptr_table_recently_freed(&table, 0x9000));
+	insert_ok(0x9000, 1, 1);
+	ck_assert(!tfa_ptr_table_recently_freed(&table, 0x9000));
+	ck_assert(tfa_ptr_table_remove(&table, 0x9000, NULL));
+	ck_assert(tfa_ptr_table_recently_freed(&table, 0x9000));
+	/* A failed remove does not make a pointer "recently freed". */
+	ck_assert(!tfa_ptr_table_remove(&table, 0xa000, NULL));
+	ck_assert(!tfa_ptr_table_recently_freed(&table, 0xa000));
+
+	/*
+	 * After many more frees the memory is finite: old ones are forgotten.
+	 * The pointers share 0x9000's page and 1 MiB region and are many, so
+	 * whatever the sharding (by region or by pointer hash), 0x9000's shard
+	 * sees far more than TFA_PTR_RECENT of them.
+	 */
+	for (uint64_t i = 0; i < (uint64_t)TFA_PTR_SHARDS * TFA_PTR_RECENT * 4; i++) {
+		uintptr_t p = 0x10000 + (uintptr_t)i * 16;
+		insert_ok(p, 1, i + 1);
+		ck_assert(tfa_ptr_table_remove(&table, p, NULL));
+		ck_assert(tfa_ptr_table_recently_freed(&table, p));
+	}
+	ck_assert(!tfa_ptr_table_recently_freed(&table, 0x9000));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+}
+END_TEST
+
+/* ---- scale -------------------------------------------------------------------------------- */
+
+#define MANY (1u << 20)
+
+START_TEST(test_ptr_table_million_pointers)
+{
+	uintptr_t *ptrs = malloc(MANY * sizeof(*ptrs));
+	tfa_record_t out;
+	tfa_alloc_info_t info;
+
+	ck_assert_ptr_nonnull(ptrs);
+	for (uint64_t i = 0; i < MANY; i++) {
+		ptrs[i] = fake_ptr(i);
+		insert_ok(ptrs[i], i, i + 1);
+	}
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), MANY);
+	for (uint64_t i = 0; i < MANY; i++) {
+		if (!tfa_ptr_table_lookup(&table, ptrs[i], &out))
+			ck_abort_msg("pointer %llu of %u not found", (unsigned long long)i, MANY);
+		tfa_record_unpack(&out, &info);
+		if (info.requested != i || info.id != i + 1 || info.ptr != ptrs[i])
+			ck_abort_msg("pointer %llu: wrong record", (unsigned long long)i);
+	}
+
+	/* Remove every odd one: the even ones stay findable. */
+	for (uint64_t i = 1; i < MANY; i += 2)
+		if (!tfa_ptr_table_remove(&table, ptrs[i], &out))
+			ck_abort_msg("remove of %llu failed", (unsigned long long)i);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), MANY / 2);
+	for (uint64_t i = 0; i < MANY; i++) {
+		bool found = tfa_ptr_table_lookup(&table, ptrs[i], &out);
+		if (found != ((i & 1) == 0))
+			ck_abort_msg("pointer %llu: found=%d after removing the odd ones",
+			             (unsigned long long)i, (int)found);
+		if (found) {
+			tfa_record_unpack(&out, &info);
+			if (info.requested != i)
+				ck_abort_msg("pointer %llu: wrong record", (unsigned long long)i);
+		}
+	}
+	for (uint64_t i = 0; i < MANY; i += 2)
+		ck_assert(tfa_ptr_table_remove(&table, ptrs[i], NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+	free(ptrs);
+}
+END_TEST
+
+/*
+ * Backward-shift deletion: remove entries one at a time in random order and
+ * check after every removal that all the others are still found.
+ * Adjacent addresses of one region make long probe runs across shard slots.
+ */
+#define SHIFT_N 3000
+
+START_TEST(test_ptr_table_backward_shift)
+{
+	static uintptr_t ptrs[SHIFT_N];
+	static bool gone[SHIFT_N];
+	uint32_t order[SHIFT_N];
+
+	for (uint32_t i = 0; i < SHIFT_N; i++) {
+		ptrs[i] = (_i == 0) ? 0x7f1200000000 + (uintptr_t)i * 16 : fake_ptr(i);
+		insert_ok(ptrs[i], i, i + 1);
+		order[i] = i;
+	}
+	for (uint32_t i = SHIFT_N - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)(rng() % (i + 1));
+		uint32_t t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (uint32_t k = 0; k < SHIFT_N; k++) {
+		uint32_t victim = order[k];
+		tfa_record_t out;
+		ck_assert(tfa_ptr_table_remove(&table, ptrs[victim], &out));
+		gone[victim] = true;
+		for (uint32_t i = 0; i < SHIFT_N; i++) {
+			bool found = tfa_ptr_table_lookup(&table, ptrs[i], NULL);
+			if (found == gone[i])
+				ck_abort_msg("after removing %u (#%u): pointer %u found=%d", victim,
+				             k, i, (int)found);
+		}
+		ck_assert_uint_eq(tfa_ptr_table_count(&table), SHIFT_N - k - 1);
+	}
+}
+END_TEST
+
+/* Interleaved inserts and removes keep the table exact (a model check). */
+START_TEST(test_ptr_table_churn)
+{
+	enum { N = 20000, OPS = 400000 };
+	static uintptr_t ptrs[N];
+	static bool live[N];
+	uint64_t nlive = 0;
+
+	for (uint32_t i = 0; i < N; i++)
+		ptrs[i] = fake_ptr(i);
+	for (uint32_t op = 0; op < OPS; op++) {
+		uint32_t i = (uint32_t)(rng() % N);
+		if (live[i]) {
+			ck_assert(tfa_ptr_table_remove(&table, ptrs[i], NULL));
+			live[i] = false;
+			nlive--;
+		} else {
+			insert_ok(ptrs[i], i, op + 1);
+			live[i] = true;
+			nlive++;
+		}
+	}
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), nlive);
+	for (uint32_t i = 0; i < N; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, ptrs[i], NULL) == live[i]);
+}
+END_TEST
+
+/* ---- foreach ------------------------------------------------------------------------------ */
+
+#define FOREACH_N 10000
+
+struct foreach_ctx {
+	uint32_t visits[FOREACH_N];
+	uint64_t calls;
+	uint64_t bad;
+};
+
+static void
+foreach_cb(void *arg, const tfa_record_t *rec)
+{
+	struct foreach_ctx *c = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	c->calls++;
+	if (info.requested >= FOREACH_N || info.ptr != 0x400000 + info.requested * 32)
+		c->bad++;
+	else
+		c->visits[info.requested]++;
+}
+
+START_TEST(test_ptr_table_foreach_visits_each_once)
+{
+	static struct foreach_ctx ctx;
+
+	tfa_ptr_table_foreach(&table, foreach_cb, &ctx);
+	ck_assert_uint_eq(ctx.calls, 0);
+
+	for (uint64_t i = 0; i < FOREACH_N; i++)
+		insert_ok(0x400000 + i * 32, i, i + 1);
+	/* Removing some first: only live records are visited. */
+	for (uint64_t i = 0; i < FOREACH_N; i += 10)
+		ck_assert(tfa_ptr_table_remove(&table, 0x400000 + i * 32, NULL));
+	tfa_ptr_table_foreach(&table, foreach_cb, &ctx);
+	ck_assert_uint_eq(ctx.bad, 0);
+	ck_assert_uint_eq(ctx.calls, FOREACH_N - FOREACH_N / 10);
+	for (uint32_t i = 0; i < FOREACH_N; i++)
+		ck_assert_uint_eq(ctx.visits[i], (i % 10 == 0) ? 0 : 1);
+}
+END_TEST
+
+/* ---- records ------------------------------------------------------------------------------ */
+
+START_TEST(test_ptr_table_record_pack_limits)
+{
+	static const uint64_t requested[] = { 0, 1, 4096, TFA_REQUESTED_MAX - 1,
+		                              TFA_REQUESTED_MAX };
+	static const uint64_t ids[] = { 0, 1, UINT32_MAX + UINT64_C(1), TFA_ID_MAX };
+	static const uint32_t threads[] = { 0, 1, 0x800000, 0xffffff };
+	static const uint8_t lg_aligns[] = { 0, 1, 12, 62, 63 };
+	static const uint8_t devices[] = { 0, 1, 30, 31 };
+	static const uint32_t u32s[] = { 0, 1, UINT32_MAX };
+	static const uintptr_t ptrs[] = { 0x10, 0x7ffffffffff0, UINTPTR_MAX - 15 };
+	const uint64_t combos = TFA_ARRAY_SIZE(requested) * TFA_ARRAY_SIZE(ids)
+	                        * TFA_ARRAY_SIZE(threads) * TFA_ARRAY_SIZE(lg_aligns)
+	                        * TFA_ARRAY_SIZE(devices) * 8 * 8 * TFA_ARRAY_SIZE(u32s);
+
+	ck_assert_uint_eq(TFA_REQUESTED_MAX, (UINT64_C(1) << 47) - 1);
+	ck_assert_uint_eq(TFA_ID_MAX, (UINT64_C(1) << 40) - 1);
+	/* Every combination: k read as a mixed-radix number, one digit per field. */
+	for (uint64_t k = 0; k < combos; k++) {
+		uint64_t r = k;
+		size_t a = r % TFA_ARRAY_SIZE(requested);
+		r /= TFA_ARRAY_SIZE(requested);
+		size_t b = r % TFA_ARRAY_SIZE(ids);
+		r /= TFA_ARRAY_SIZE(ids);
+		size_t c = r % TFA_ARRAY_SIZE(threads);
+		r /= TFA_ARRAY_SIZE(threads);
+		size_t d = r % TFA_ARRAY_SIZE(lg_aligns);
+		r /= TFA_ARRAY_SIZE(lg_aligns);
+		size_t e = r % TFA_ARRAY_SIZE(devices);
+		r /= TFA_ARRAY_SIZE(devices);
+		uint8_t kind = (uint8_t)(r % 8);
+		r /= 8;
+		uint8_t backend = (uint8_t)(r % 8);
+		r /= 8;
+		size_t f = r % TFA_ARRAY_SIZE(u32s);
+
+		tfa_alloc_info_t in = {
+			.ptr = ptrs[(a + b + f) % TFA_ARRAY_SIZE(ptrs)],
+			.requested = requested[a],
+			.id = ids[b],
+			.thread = threads[c],
+			.stack_id = u32s[f],
+			.tag = u32s[(f + c) % TFA_ARRAY_SIZE(u32s)],
+			.backend = backend,
+			.kind = kind,
+			.device = devices[e],
+			.lg_align = lg_aligns[d],
+		};
+		tfa_alloc_info_t out;
+		memset(&out, 0x77, sizeof(out));
+		tfa_record_t rec = tfa_record_pack(&in);
+		tfa_record_unpack(&rec, &out);
+		if (out.ptr != in.ptr || out.requested != in.requested || out.id != in.id
+		    || out.thread != in.thread || out.stack_id != in.stack_id || out.tag != in.tag
+		    || out.backend != in.backend || out.kind != in.kind || out.device != in.device
+		    || out.lg_align != in.lg_align)
+			ck_abort_msg("round trip failed: requested %llu id %llu thread %u lg %u "
+			             "device %u kind %u backend %u",
+			             (unsigned long long)in.requested, (unsigned long long)in.id,
+			             in.thread, in.lg_align, in.device, in.kind, in.backend);
+	}
+	ck_assert_uint_gt(combos, 100000);
+}
+END_TEST
+
+/* One field at its maximum never leaks into its neighbours. */
+START_TEST(test_ptr_table_record_fields_isolated)
+{
+	tfa_alloc_info_t in, out;
+
+	memset(&in, 0, sizeof(in));
+	in.requested = TFA_REQUESTED_MAX;
+	tfa_record_t r = tfa_record_pack(&in);
+	tfa_record_unpack(&r, &out);
+	ck_assert_uint_eq(out.requested, TFA_REQUESTED_MAX);
+	ck_assert_uint_eq(out.backend, 0);
+	ck_assert_uint_eq(out.kind, 0);
+	ck_assert_uint_eq(out.device, 0);
+	ck_assert_uint_eq(out.lg_align, 0);
+
+	memset(&in, 0, sizeof(in));
+	in.lg_align = 63;
+	in.backend = 7;
+	r = tfa_record_pack(&in);
+	tfa_record_unpack(&r, &out);
+	ck_assert_uint_eq(out.requested, 0);
+	ck_assert_uint_eq(out.lg_align, 63);
+	ck_assert_uint_eq(out.backend, 7);
+	ck_assert_uint_eq(out.kind, 0);
+	ck_assert_uint_eq(out.device, 0);
+
+	memset(&in, 0, sizeof(in));
+	in.id = TFA_ID_MAX;
+	r = tfa_record_pack(&in);
+	tfa_record_unpack(&r, &out);
+	ck_assert_uint_eq(out.id, TFA_ID_MAX);
+	ck_assert_uint_eq(out.thread, 0);
+
+	memset(&in, 0, sizeof(in));
+	in.thread = 0xffffff;
+	r = tfa_record_pack(&in);
+	tfa_record_unpack(&r, &out);
+	ck_assert_uint_eq(out.id, 0);
+	ck_assert_uint_eq(out.thread, 0xffffff);
+
+	/* An empty info packs to an empty slot but for the pointer. */
+	memset(&in, 0, sizeof(in));
+	in.ptr = 0x1230;
+	r = tfa_record_pack(&in);
+	ck_assert_uint_eq(r.ptr, 0x1230);
+	ck_assert_uint_eq(r.size_meta, 0);
+	ck_assert_uint_eq(r.id_thread, 0);
+	ck_assert_uint_eq(r.stack_id, 0);
+	ck_assert_uint_eq(r.tag, 0);
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+#define MT_THREADS 4
+#define MT_N       100000
+
+static uint64_t mt_errors;
+
+static uintptr_t
+mt_ptr(uint64_t t, uint64_t i)
+{
+	return (uintptr_t)(((t + 1) << 36) | (i << 4));
+}
+
+static void *
+mt_worker(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg;
+	tfa_record_t out;
+
+	for (uint64_t i = 0; i < MT_N; i++) {
+		tfa_record_t rec = make_rec(mt_ptr(t, i), i, t * MT_N + i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	for (uint64_t i = 0; i < MT_N; i++) {
+		if (!tfa_ptr_table_lookup(&table, mt_ptr(t, i), &out) || out.ptr != mt_ptr(t, i))
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	/* Remove the odd ones, re-insert and remove again some of them. */
+	for (uint64_t i = 1; i < MT_N; i += 2) {
+		if (!tfa_ptr_table_remove(&table, mt_ptr(t, i), &out))
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		if (i % 7 == 1) {
+			tfa_record_t rec = make_rec(mt_ptr(t, i), i, 1);
+			if (tfa_ptr_table_insert(&table, &rec, NULL) != 0
+			    || !tfa_ptr_table_remove(&table, mt_ptr(t, i), NULL))
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(test_ptr_table_threads)
+{
+	pthread_t th[MT_THREADS];
+
+	for (uintptr_t t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, mt_worker, (void *)t), 0);
+	for (int t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), MT_THREADS * (MT_N / 2));
+	for (uint64_t t = 0; t < MT_THREADS; t++)
+		for (uint64_t i = 0; i < MT_N; i++)
+			if (tfa_ptr_table_lookup(&table, mt_ptr(t, i), NULL) != ((i & 1) == 0))
+				ck_abort_msg("thread %llu pointer %llu in the wrong state",
+				             (unsigned long long)t, (unsigned long long)i);
+}
+END_TEST
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+START_TEST(test_ptr_table_arena_exhausted)
+{
+	tfa_record_t rec = make_rec(0x8000, 1, 1);
+
+	tfa_arena_inject_failure(0);
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), -ENOMEM);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x8000, NULL));
+	ck_assert(!tfa_ptr_table_remove(&table, 0x8000, NULL));
+
+	tfa_arena_inject_failure(-1);
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), 0);
+	ck_assert(tfa_ptr_table_lookup(&table, 0x8000, NULL));
+
+	/*
+	 * Growth failing with every shard mapped: shards past 3/4 load that
+	 * cannot double still take records until they are full, then refuse;
+	 * nothing already in the table is lost.
+	 */
+	uint64_t inserted = 1;
+	for (uint64_t i = 1; i < 20000; i++, inserted++)
+		insert_ok(0x8000 + i * 16, i, i + 1);
+	tfa_arena_inject_failure(0);
+	uint64_t before = inserted;
+	int r = 0;
+	for (uint64_t i = inserted; i < 200000 && r == 0; i++) {
+		tfa_record_t more = make_rec(0x8000 + i * 16, i, i + 1);
+		r = tfa_ptr_table_insert(&table, &more, NULL);
+		if (r == 0)
+			inserted++;
+	}
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_uint_gt(inserted, before);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), inserted);
+	for (uint64_t i = 0; i < inserted; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, 0x8000 + i * 16, NULL));
+	/* Removing still works, and makes room again. */
+	ck_assert(tfa_ptr_table_remove(&table, 0x8000, NULL));
+	ck_assert_int_eq(tfa_ptr_table_insert(&table, &rec, NULL), 0);
+	tfa_arena_inject_failure(-1);
+}
+END_TEST
+
+START_TEST(test_ptr_table_destroy_and_reuse)
+{
+	for (uint64_t i = 0; i < 5000; i++)
+		insert_ok(0x10000 + i * 64, i, i + 1);
+	size_t mapped = tfa_arena_mapped_bytes();
+	ck_assert_uint_gt(mapped, 0);
+	tfa_ptr_table_destroy(&table);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+	ck_assert_uint_lt(tfa_arena_mapped_bytes(), mapped);
+	ck_assert(!tfa_ptr_table_lookup(&table, 0x10000, NULL));
+	ck_assert(!tfa_ptr_table_recently_freed(&table, 0x10000));
+	insert_ok(0x10000, 7, 7);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+	ck_assert(tfa_ptr_table_lookup(&table, 0x10000, NULL));
+}
+END_TEST
+
+static Suite *
+ptr_table_suite(void)
+{
+	Suite *s = suite_create("ptr_table");
+	TCase *tc;
+
+	tc = tcase_create("basics");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_test(tc, test_ptr_table_insert_lookup_remove);
+	tcase_add_test(tc, test_ptr_table_duplicate_insert);
+	tcase_add_test(tc, test_ptr_table_recently_freed);
+	tcase_add_test(tc, test_ptr_table_foreach_visits_each_once);
+	tcase_add_test(tc, test_ptr_table_destroy_and_reuse);
+	tcase_add_test(tc, test_ptr_table_arena_exhausted);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("records");
+	tcase_add_test(tc, test_ptr_table_record_pack_limits);
+	tcase_add_test(tc, test_ptr_table_record_fields_isolated);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("scale");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_ptr_table_million_pointers);
+	tcase_add_loop_test(tc, test_ptr_table_backward_shift, 0, 2);
+	tcase_add_test(tc, test_ptr_table_churn);
+	tcase_add_test(tc, test_ptr_table_threads);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(ptr_table_suite());
+	int failures;
+
+	srunner_run_all(sr, CK_ENV);
+	failures = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failures != 0;
+}
