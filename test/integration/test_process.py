@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""Processes: fork, exec, a shell pipeline, death by a signal, a static binary.
+
+  fork        tp_fork: parent and child each write a profile: two processes,
+              the child's ppid is the parent's pid and it is marked forked; the
+              parent leaks 6333 bytes in 3 blocks more than its baseline, the
+              child 999 bytes in 3 blocks (it freed the block it inherited)
+  fork_exit_  the same with the child leaving through _exit()
+  fork_threads  a thread allocates without pause while the main thread forks
+              10 children, each allocating: no child hangs on a lock the fork
+              caught held; 11 profiles
+  exec        tp_exec leaks 500 bytes and execs tp_leaks.  Expected: two
+              profiles with the same pid, tp_exec's (end_reason "exec", 500
+              bytes more in use than its baseline) and tp_leaks' (end_reason
+              "exit", its exact ledger)
+  pipeline    tfalloc run -- sh -c 'tp_leaks | cat': a profile per process:
+              sh, tp_leaks (exact ledger) and cat (consistent), both children
+              of sh; the images sh forked before they exec'd may have profiles
+              (end_reason "exec", forked), nothing else
+  signal      tp_signal kills itself with SIGTERM: tfalloc run exits 143; with
+              LD_PRELOAD alone the process still dies of SIGTERM; SIGKILL gives 137
+  signal_profile  and its profile is written: end_reason "signal", exit_code
+              15, its leaks exactly
+  static      a statically linked program under tfalloc run: one line on
+              stderr saying it cannot be profiled, its output and exit status
+              unchanged, no profile file
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+
+def by_pid(procs):
+    m = {}
+    for p in procs:
+        m.setdefault(p["pid"], []).append(p)
+    return m
+
+
+def fork_case(ctx, mode):
+    path = ctx.prog("tp_fork")
+    argv = [path] + ([mode] if mode else [])
+    plain = ctx.run_plain(argv)
+    T.check(plain.returncode == 0, "tp_fork fails without the shim\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, what="tp_fork")
+    T.check_eq(r.out.count("\n"), 3, "lines printed by tp_fork (PARENT, CHILD, parent done)\n" + r.describe())
+    parent_pid = int(T.parse_lines(r, "PARENT")[0][0])
+    child_pid = int(T.parse_lines(r, "CHILD")[0][0])
+    procs = rep["processes"]
+    T.check(len(procs) == 2, "expected 2 processes (parent and child), got %d:\n%s" % (len(procs), T.summary(procs)))
+    m = by_pid(procs)
+    T.check(parent_pid in m and child_pid in m,
+            "profiles of pids %s, expected the parent %d and the child %d" % (sorted(m), parent_pid, child_pid))
+    parent, child = m[parent_pid][0], m[child_pid][0]
+    T.check_eq(parent.get("ppid"), r.pid, "parent's ppid (tfalloc run)")
+    T.check_eq(parent.get("forked"), False, "parent's forked")
+    T.check_eq(child.get("ppid"), parent_pid, "child's ppid")
+    T.check_eq(child.get("forked"), True, "child's forked")
+    T.check_eq(child.get("exe"), os.path.realpath(path), "child's exe")
+    for p in (parent, child):
+        T.check_exited(p, 0)
+        T.check_consistent(p, allocator=ctx.allocator)
+    base = ctx.baseline("tp_fork")
+    b = T.device(base)
+    bl = T.leak_totals(base)
+    d = T.device(parent)
+    T.check_eq(d["bytes_in_use"] - b["bytes_in_use"], 6333, "parent's bytes in use minus the baseline's")
+    T.check_eq(T.leak_totals(parent)[:2], (bl[0] + 6333, bl[1] + 3), "parent's leaks (bytes, blocks)")
+    T.check_eq(d["num_allocs"] - b["num_allocs"], 3, "parent's num_allocs minus the baseline's")
+    T.check_eq(d["num_frees"] - b["num_frees"], 0, "parent's num_frees minus the baseline's")
+    c = T.device(child)
+    T.check_eq(c["bytes_in_use"] - b["bytes_in_use"], 999,
+               "child's bytes in use minus the baseline's (it inherited the start-up blocks, freed X)")
+    T.check_eq(T.leak_totals(child)[:2], (bl[0] + 999, bl[1] + 3), "child's leaks (bytes, blocks)")
+
+
+def case_fork_threads(ctx):
+    path = ctx.prog("tp_fork")
+    n = 10
+    r, rep = ctx.run_and_report([path, "threads", str(n)], what="tp_fork threads", timeout=60)
+    parent_pid = int(T.parse_lines(r, "PARENT")[0][0])
+    children = [int(x[0]) for x in T.parse_lines(r, "CHILD")]
+    T.check_eq(len(children), n, "children forked")
+    procs = rep["processes"]
+    T.check(len(procs) == n + 1, "expected %d processes, got %d:\n%s" % (n + 1, len(procs), T.summary(procs)))
+    m = by_pid(procs)
+    T.check(parent_pid in m, "no profile of the parent %d" % parent_pid)
+    parent = m[parent_pid][0]
+    T.check_exited(parent, 0)
+    T.check_consistent(parent, multithreaded=True, allocator=ctx.allocator)
+    base = ctx.baseline("tp_fork")
+    for pid in children:
+        T.check(pid in m, "no profile of child %d" % pid)
+        c = m[pid][0]
+        T.check_eq(c.get("ppid"), parent_pid, "child %d: ppid" % pid)
+        T.check_eq(c.get("forked"), True, "child %d: forked" % pid)
+        T.check_exited(c, 0)
+        # forked from a multi-threaded process: its inherited peak has the slack
+        T.check_consistent(c, multithreaded=True, allocator=ctx.allocator)
+        # its 100-byte leak, plus what the parent's threads held at the fork
+        delta = T.device(c)["bytes_in_use"] - T.device(base)["bytes_in_use"]
+        T.check_range(delta, 100, 100 + 16384, "child %d: bytes in use minus the baseline's" % pid)
+
+
+def case_exec(ctx):
+    exe, target = ctx.prog("tp_exec"), ctx.prog("tp_leaks")
+    argv = [exe, target, "from-exec"]
+    plain = ctx.run_plain(argv)
+    T.check(plain.returncode == 0, "tp_exec fails without the shim\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, what="tp_exec")
+    pid = int(T.parse_lines(r, "EXEC")[0][0])
+    # The EXEC line carries the pid: the rest must be the same.
+    r.stdout = r.stdout.replace(b"EXEC %d\n" % pid, b"EXEC %d\n" % plain.pid)
+    T.same_output(plain, r, "tp_exec")
+    procs = rep["processes"]
+    mine = [p for p in procs if p["pid"] == pid]
+    T.check(len(procs) == 2 and len(mine) == 2,
+            "expected two profiles of pid %d (before and after exec), got:\n%s" % (pid, T.summary(procs)))
+    before = [p for p in mine if p.get("exe") == os.path.realpath(exe)]
+    after = [p for p in mine if p.get("exe") == os.path.realpath(target)]
+    T.check(len(before) == 1 and len(after) == 1,
+            "expected one profile of each image, got:\n" + T.summary(procs))
+    before, after = before[0], after[0]
+    T.check_eq(after.get("command"), target + " from-exec", "exec'd image: command")
+    T.check_exited(after, 0)
+    T.check_consistent(after, allocator=ctx.allocator)
+    T.check_eq(after.get("ppid"), r.pid, "exec'd image: ppid")
+    T.check_eq(after.get("forked"), False, "exec'd image: forked")
+    T.check_ledger(after, ctx.baseline("tp_leaks"), T.parse_ledger(r))
+    T.check(before.get("complete") is True, "tp_exec's profile is not complete")
+    T.check_eq(before.get("end_reason"), "exec", "tp_exec's profile: end_reason")
+    T.check_consistent(before, allocator=ctx.allocator)
+    b = ctx.baseline("tp_exec")
+    T.check_eq(T.device(before)["bytes_in_use"] - T.device(b)["bytes_in_use"], 500,
+               "tp_exec's bytes in use at exec minus the baseline's")
+    T.check_eq(T.leak_totals(before)[1] - T.leak_totals(b)[1], 1, "tp_exec's blocks live at exec")
+
+
+def case_pipeline(ctx):
+    leaks = ctx.prog("tp_leaks")
+    argv = ["/bin/sh", "-c", '"$0" | /bin/cat', leaks]
+    plain = ctx.run_plain(argv)
+    T.check(plain.returncode == 0, "the pipeline fails without the shim\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, what="sh pipeline")
+    T.same_output(plain, r, "sh pipeline")
+    procs = rep["processes"]
+    exited = [p for p in procs if p.get("end_reason") == "exit"]
+    sh = [p for p in exited if p.get("ppid") == r.pid]
+    T.check(len(sh) == 1, "expected one profile of sh (child of tfalloc run %d):\n%s" % (r.pid, T.summary(procs)))
+    sh = sh[0]
+    T.check_eq(sh.get("exe"), os.path.realpath("/bin/sh"), "sh's exe")
+    T.check_exited(sh, 0)
+    T.check_consistent(sh, require_allocs=False, allocator=ctx.allocator)
+    tl = [p for p in exited if p.get("exe") == os.path.realpath(leaks)]
+    cat = [p for p in exited if p.get("exe") == os.path.realpath("/bin/cat")]
+    T.check(len(tl) == 1 and len(cat) == 1,
+            "expected one exited profile each of tp_leaks and cat:\n" + T.summary(procs))
+    T.check_eq(sh.get("forked"), False, "sh's forked")
+    for p in (tl[0], cat[0]):
+        T.check_eq(p.get("ppid"), sh["pid"], "%s: ppid (sh)" % T.proc_name(p))
+        T.check_eq(p.get("forked"), False, "%s: forked (a new image after exec)" % T.proc_name(p))
+        T.check_exited(p, 0)
+        T.check_consistent(p, allocator=ctx.allocator)
+    T.check_ledger(tl[0], ctx.baseline("tp_leaks"), T.parse_ledger(r))
+    T.check(len(exited) == 3, "unexpected exited profiles:\n" + T.summary(procs))
+    for p in procs:
+        if p.get("end_reason") == "exit":
+            continue
+        T.check(p.get("end_reason") == "exec" and p.get("forked") is True and p.get("ppid") == sh["pid"]
+                and p["pid"] in (tl[0]["pid"], cat[0]["pid"]),
+                "unexpected profile (only sh's forked images may end by exec):\n" + T.summary([p]))
+        T.check(p.get("complete") is True, "incomplete profile:\n" + T.summary([p]))
+
+
+def case_signal(ctx):
+    """tfalloc run's status for a program killed by a signal, and LD_PRELOAD
+    alone does not hide the signal."""
+    path = ctx.prog("tp_signal")
+    plain = ctx.run_plain([path, "15"])
+    T.check_eq(plain.returncode, -15, "tp_signal 15 without the shim: status")
+    r = ctx.run_tool([path, "15"])
+    T.check_eq(r.returncode, 143, "tfalloc run of a program killed by SIGTERM: status\n" + r.describe())
+    T.check(r.out.startswith("SIGNAL "), "tp_signal's output: " + r.out)
+    r = ctx.run_preload([path, "15"])
+    T.check_eq(r.returncode, -15, "a program killed by SIGTERM with LD_PRELOAD=libtfalloc.so: status\n"
+               + r.describe())
+    r = ctx.run_tool([path, "9"])
+    T.check_eq(r.returncode, 137, "tfalloc run of a program killed by SIGKILL: status\n" + r.describe())
+
+
+def case_signal_profile(ctx):
+    """A process killed by a fatal signal still leaves its profile
+    (DESIGN.md: "Exit: ... also when the program ... dies on a fatal signal")."""
+    path = ctx.prog("tp_signal")
+    for via, status in (("tool", 143), ("preload", -15)):
+        r, rep = ctx.run_and_report([path, "15"], via=via, what="tp_signal (%s)" % via, expect_status=status)
+        proc = T.only_process(rep, "tp_signal")
+        T.check_eq(r.out, "SIGNAL %d\n" % proc["pid"], "tp_signal's output")
+        T.check(proc.get("complete") is True, "profile of a process killed by SIGTERM not complete")
+        T.check_eq(proc.get("end_reason"), "signal", "end_reason")
+        T.check_eq(proc.get("exit_code"), 15, "exit_code (the signal)")
+        T.check_consistent(proc, allocator=ctx.allocator)
+        base = ctx.baseline("tp_signal", via=via)
+        T.check_eq(T.device(proc)["bytes_in_use"] - T.device(base)["bytes_in_use"], 4444,
+                   "bytes in use at the signal minus the baseline's")
+        T.check_eq(T.leak_totals(proc)[1] - T.leak_totals(base)[1], 2, "blocks live at the signal")
+        T.check_eq(T.device(proc)["num_allocs"] - T.device(base)["num_allocs"], 3, "num_allocs")
+
+
+def case_static(ctx):
+    path = ctx.prog("tp_static")
+    plain = ctx.run_plain([path])
+    T.check_eq(plain.returncode, 3, "tp_static without tfalloc: status")
+    r = ctx.run_tool([path])
+    T.check_eq(r.returncode, 3, "tfalloc run of a static program: exit status\n" + r.describe())
+    T.check_eq(r.out, plain.out, "tfalloc run of a static program: stdout")
+    lines = r.err_lines()
+    T.check(len(lines) == 1 and "static" in lines[0].lower(),
+            "expected one line on stderr saying the program is statically linked, got:\n" + r.err)
+    files = os.listdir(r.outdir) if os.path.isdir(r.outdir) else []
+    T.check_eq(files, [], "profile files written for a static program")
+
+
+CASES = {
+    "fork": lambda ctx: fork_case(ctx, None),
+    "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
+    "fork_threads": case_fork_threads,
+    "exec": case_exec,
+    "pipeline": case_pipeline,
+    "signal": case_signal,
+    "signal_profile": case_signal_profile,
+    "static": case_static,
+}
+
+if __name__ == "__main__":
+    T.main(CASES)

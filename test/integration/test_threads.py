@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+"""Threads.
+
+  threads  tp_threads: 4 threads allocate (malloc, calloc, posix_memalign),
+           then free each other's blocks, realloc a third thread's and free a
+           fourth's: exact counts, bytes and leaks against the ledger; the peak
+           is the start-up bytes plus everything allocated before the first
+           free, within the documented slack of per-thread publishing
+           (threads x 64 KiB, core/tracking_allocator.h).
+  churn    tp_churn: 4 threads of random malloc/calloc/realloc/
+           posix_memalign/free with cross-thread frees for about a second:
+           exact counts at exit, a consistent report.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+PUBLISH_THRESHOLD = 64 * 1024
+
+
+def case_threads(ctx):
+    path = ctx.prog("tp_threads")
+    plain = ctx.run_plain([path])
+    T.check(plain.returncode == 0, "tp_threads fails without the shim\n" + plain.describe())
+    r, rep = ctx.run_and_report([path], what="tp_threads")
+    T.same_output(plain, r, "tp_threads")
+    proc = T.only_process(rep, "tp_threads")
+    T.check_exited(proc, 0)
+    T.check_consistent(proc, multithreaded=True, allocator=ctx.allocator)
+    base = ctx.baseline("tp_threads")
+    T.check_ledger(proc, base, T.parse_ledger(r))
+    phase1 = int(T.parse_lines(r, "PHASE1_BYTES")[0][0])
+    want = T.device(base)["bytes_in_use"] + phase1
+    slack = (4 + 1) * PUBLISH_THRESHOLD
+    T.check_range(T.device(proc)["peak_bytes_in_use"], want - slack, want + slack,
+                  "tp_threads: peak_bytes_in_use (baseline in use + %d bytes allocated before any free)" % phase1)
+
+
+def case_churn(ctx):
+    path = ctx.prog("tp_churn")
+    r, rep = ctx.run_and_report([path, "1.0"], what="tp_churn", timeout=90)
+    T.check("churn done" in r.out, "tp_churn did not finish\n" + r.describe())
+    proc = T.only_process(rep, "tp_churn")
+    T.check_exited(proc, 0)
+    T.check_consistent(proc, multithreaded=True, allocator=ctx.allocator)
+    base = ctx.baseline("tp_churn")
+    T.check_ledger(proc, base, T.parse_ledger(r))
+
+
+CASES = {
+    "threads": case_threads,
+    "churn": case_churn,
+}
+
+if __name__ == "__main__":
+    T.main(CASES)

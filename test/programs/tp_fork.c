@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fork: parent and child each leave their own profile.
+ *
+ *   before fork  the parent allocates X (3000 bytes), inherited by the child
+ *   child        frees X (a pointer it inherited: no error), leaks 3 x 333
+ *                bytes, exits with status 0 through exit() (mode "exit") or
+ *                _exit() (mode "_exit")
+ *   parent       leaks X, 1111 and 2222 bytes, waits for the child, exits 0
+ *
+ * Relative to the baseline (same binary, no fork, nothing allocated):
+ *   parent  bytes in use +6333 in 3 more blocks, num_allocs +3, num_frees +0
+ *   child   bytes in use +999 in 3 more blocks (it inherited the parent's
+ *           start-up blocks, and X which it freed)
+ *
+ * Mode "threads N": a thread mallocs and frees without pause while the main
+ * thread forks N children one after the other; each child mallocs, frees,
+ * leaks 100 bytes and exits 0.  A child that hangs on a lock the fork caught
+ * held makes the test time out.
+ *
+ * Prints "PARENT pid" and "CHILD pid" lines.
+ */
+#include <pthread.h>
+#include <sys/wait.h>
+
+#include "tp_common.h"
+
+static volatile int stop;
+
+static void *
+spinner(void *arg)
+{
+	(void)arg;
+	unsigned n = 0;
+	while (!stop) {
+		void *p = malloc(16 + n % 5000);
+		TP_CHECK(p != NULL, "malloc");
+		void *q = calloc(1, 32 + n % 700);
+		TP_CHECK(q != NULL, "calloc");
+		free(p);
+		free(q);
+		n++;
+	}
+	return NULL;
+}
+
+static int
+fork_threads(int children)
+{
+	pthread_t th;
+	TP_CHECK(pthread_create(&th, NULL, spinner, NULL) == 0, "pthread_create");
+	tp_out("PARENT %d\n", (int)getpid());
+	for (int i = 0; i < children; i++) {
+		pid_t pid = fork();
+		TP_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			void *p = malloc(5000);
+			TP_CHECK(p != NULL, "malloc in child");
+			free(p);
+			void *leak = malloc(100);
+			TP_CHECK(leak != NULL, "malloc in child");
+			TP_KEEP(leak);
+			exit(0);
+		}
+		tp_out("CHILD %d\n", (int)pid);
+		int status;
+		TP_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d status 0x%x", i,
+		         status);
+	}
+	stop = 1;
+	TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (tp_is_baseline(argc, argv))
+		return 0;
+	if (argc > 2 && strcmp(argv[1], "threads") == 0)
+		return fork_threads(atoi(argv[2]));
+	int use_underscore_exit = argc > 1 && strcmp(argv[1], "_exit") == 0;
+
+	unsigned char *x = malloc(3000);
+	TP_CHECK(x != NULL, "malloc(3000)");
+	tp_fill(x, 3000, 7);
+
+	tp_out("PARENT %d\n", (int)getpid());
+	pid_t pid = fork();
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		TP_CHECK(tp_check_fill(x, 3000, 7), "inherited block clobbered");
+		free(x);
+		for (int i = 0; i < 3; i++) {
+			void *p = malloc(333);
+			TP_CHECK(p != NULL, "malloc(333)");
+			TP_KEEP(p);
+		}
+		tp_out("CHILD %d\n", (int)getpid());
+		if (use_underscore_exit)
+			_exit(0);
+		exit(0);
+	}
+	void *a = malloc(1111);
+	void *b = malloc(2222);
+	TP_CHECK(a != NULL && b != NULL, "malloc");
+	TP_KEEP(a);
+	TP_KEEP(b);
+	TP_KEEP(x);
+	int status;
+	TP_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+	tp_out("parent done\n");
+	return 0;
+}

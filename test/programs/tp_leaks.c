@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Known leaks and a known peak, with malloc, calloc and malloc(0).
+ *
+ *   1 MiB malloc'd and freed                       peak 1048576
+ *   3 x 100 KiB malloc'd, one freed                in use 204800
+ *   malloc(0) (leaked: a block of 0 requested bytes)
+ *   calloc(10, 100) (leaked), calloc(7, 9) freed
+ *   40 blocks of 1..40 bytes, the odd ones freed   leaks 20 blocks, 420 bytes
+ *
+ * Leaks at exit: 2 x 102400 + 0 + 1000 + (2+4+...+40 = 420) = 206220 bytes
+ * in 2 + 1 + 1 + 20 = 24 blocks.  Peak 1048576 bytes.  num_allocs 46,
+ * num_frees 22.  With "exit-code N" it exits with status N after the same
+ * work; with "baseline" it does nothing.
+ */
+#include "tp_common.h"
+
+int
+main(int argc, char **argv)
+{
+	int status = 0;
+	if (tp_is_baseline(argc, argv))
+		return 0;
+	if (argc > 2 && strcmp(argv[1], "exit-code") == 0)
+		status = atoi(argv[2]);
+
+	char *big = malloc(1048576);
+	TP_CHECK(big != NULL, "malloc(1 MiB)");
+	memset(big, 1, 1048576);
+	TP_KEEP(big);
+	tp_l_alloc(1048576);
+	free(big);
+	tp_l_free(1048576);
+
+	char *k[3];
+	for (int i = 0; i < 3; i++) {
+		k[i] = malloc(102400);
+		TP_CHECK(k[i] != NULL, "malloc(100 KiB)");
+		memset(k[i], i, 102400);
+		tp_l_alloc(102400);
+	}
+	free(k[1]);
+	tp_l_free(102400);
+	TP_KEEP(k[0]);
+	TP_KEEP(k[2]);
+
+	void *z = malloc(0);
+	TP_CHECK(z != NULL, "malloc(0) returned NULL");
+	tp_l_alloc(0);
+	TP_KEEP(z);
+
+	unsigned char *c = calloc(10, 100);
+	TP_CHECK(c != NULL && tp_all_zero(c, 1000), "calloc(10, 100)");
+	tp_l_alloc(1000);
+	TP_KEEP(c);
+	unsigned char *c2 = calloc(7, 9);
+	TP_CHECK(c2 != NULL && tp_all_zero(c2, 63), "calloc(7, 9)");
+	tp_l_alloc(63);
+	free(c2);
+	tp_l_free(63);
+
+	void *small[40];
+	for (int i = 0; i < 40; i++) {
+		small[i] = malloc((size_t)i + 1);
+		TP_CHECK(small[i] != NULL, "malloc(%d)", i + 1);
+		tp_fill(small[i], (size_t)i + 1, (unsigned char)i);
+		tp_l_alloc(i + 1);
+	}
+	for (int i = 0; i < 40; i += 2) {
+		TP_CHECK(tp_check_fill(small[i], (size_t)i + 1, (unsigned char)i), "block %d", i);
+		free(small[i]);
+		tp_l_free(i + 1);
+	}
+	for (int i = 1; i < 40; i += 2)
+		TP_KEEP(small[i]);
+
+	free(NULL); /* not a free of anything: no count, no error */
+
+	tp_out("leaks done\n");
+	tp_l_print();
+	return status;
+}
