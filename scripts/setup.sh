@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 
 packages=(
 	# build
-	cmake make gcc g++ pkg-config binutils
+	cmake make gcc g++ pkg-config binutils libc6-dev
 	# the real jemalloc the shim uses (its PIC archive) and programs that link it
 	libjemalloc-dev libjemalloc2
-	# unit tests
-	check
+	# unit tests, and the shim under memcheck
+	check valgrind
 	# real programs the tests run under the shim
 	python3 sqlite3 coreutils xz-utils
 )
