@@ -138,6 +138,21 @@ collect_args(const char *arg, va_list ap, bool want_envp, char *const **envp, si
 	return argv;
 }
 
+/* Runs an execl* call: its arguments as an array, exec'd by execve (or execvpe for execlp). */
+static int
+exec_list(const char *path, bool search, char **argv, size_t bytes, char *const *envp)
+{
+	if (argv == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int ret = search ? execvpe(path, argv, envp) : execve(path, argv, envp);
+	int err = errno;
+	tfa_arena_unmap(argv, bytes);
+	errno = err;
+	return ret;
+}
+
 TFA_EXPORT int
 execl(const char *path, const char *arg, ...)
 {
@@ -147,15 +162,7 @@ execl(const char *path, const char *arg, ...)
 	va_start(ap, arg);
 	char **argv = collect_args(arg, ap, false, NULL, &bytes);
 	va_end(ap);
-	if (argv == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	int ret = execve(path, argv, environ);
-	int err = errno;
-	tfa_arena_unmap(argv, bytes);
-	errno = err;
-	return ret;
+	return exec_list(path, false, argv, bytes, environ);
 }
 
 TFA_EXPORT int
@@ -168,15 +175,7 @@ execle(const char *path, const char *arg, ...)
 	va_start(ap, arg);
 	char **argv = collect_args(arg, ap, true, &envp, &bytes);
 	va_end(ap);
-	if (argv == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	int ret = execve(path, argv, envp);
-	int err = errno;
-	tfa_arena_unmap(argv, bytes);
-	errno = err;
-	return ret;
+	return exec_list(path, false, argv, bytes, envp);
 }
 
 TFA_EXPORT int
@@ -188,13 +187,5 @@ execlp(const char *file, const char *arg, ...)
 	va_start(ap, arg);
 	char **argv = collect_args(arg, ap, false, NULL, &bytes);
 	va_end(ap);
-	if (argv == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	int ret = execvp(file, argv);
-	int err = errno;
-	tfa_arena_unmap(argv, bytes);
-	errno = err;
-	return ret;
+	return exec_list(file, true, argv, bytes, environ);
 }
