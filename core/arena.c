@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/arena.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -15,6 +16,33 @@ static size_t chunk_left;
 static size_t mapped_bytes;
 static long fail_after = -1;
 
+/*
+ * Large pieces (the pointer table of a big heap) are aligned to 2 MiB and
+ * asked to be backed by transparent huge pages: every allocation and free
+ * probes a random line of the table, and with 4 KiB pages each probe would
+ * also miss the TLB.  The mapping is trimmed to exactly [p, p + bytes), so
+ * tfa_arena_unmap(p, bytes) undoes it.
+ */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *
+map_huge(size_t bytes)
+{
+	size_t span = bytes + HUGE_PAGE;
+	char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (raw == MAP_FAILED)
+		return NULL;
+	char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (p > raw)
+		munmap(raw, (size_t)(p - raw));
+	if (raw + span > p + bytes)
+		munmap(p + bytes, (size_t)(raw + span - (p + bytes)));
+	madvise(p, bytes, MADV_HUGEPAGE);
+	__atomic_fetch_add(&mapped_bytes, bytes, __ATOMIC_RELAXED);
+	return p;
+}
+
 void *
 tfa_arena_map(size_t bytes)
 {
@@ -25,6 +53,8 @@ tfa_arena_map(size_t bytes)
 			return NULL;
 		__atomic_fetch_sub(&fail_after, 1, __ATOMIC_RELAXED);
 	}
+	if (bytes >= HUGE_PAGE)
+		return map_huge(bytes);
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;

@@ -9,6 +9,7 @@
 #include "core/thread.h"
 
 #define LG_CAP_INITIAL 7 /* 128 slots: one 4 KiB page */
+#define TOMBSTONE      ((uint64_t)1) /* no pointer the shim records is odd */
 
 /*
  * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
@@ -63,6 +64,7 @@ shard_unlock(tfa_ptr_shard_t *s, bool locked)
 		tfa_spin_unlock(&s->lock);
 }
 
+/* REQUIRES: rec->ptr is not in slots, which have no tombstone and a free slot. */
 static void
 place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 {
@@ -74,11 +76,18 @@ place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 	slots[i] = *rec;
 }
 
-/* Doubles the shard (or maps it first).  Returns 0 or -ENOMEM.  REQUIRES: shard locked. */
+/*
+ * Maps the shard, doubles it when more than half is live, or else rehashes it
+ * at the same size to drop its tombstones.  Returns 0 or -ENOMEM.
+ * REQUIRES: shard locked.
+ */
 static int
-shard_grow(tfa_ptr_shard_t *s)
+shard_rehash(tfa_ptr_shard_t *s)
 {
-	uint32_t new_lg = s->lg_cap == 0 ? LG_CAP_INITIAL : s->lg_cap + 1;
+	uint32_t new_lg = LG_CAP_INITIAL;
+
+	if (s->lg_cap != 0)
+		new_lg = (s->count + 1) * 2 > ((uint64_t)1 << s->lg_cap) ? s->lg_cap + 1 : s->lg_cap;
 	size_t new_bytes = sizeof(tfa_record_t) << new_lg;
 	tfa_record_t *fresh = tfa_arena_map(new_bytes);
 
@@ -87,12 +96,13 @@ shard_grow(tfa_ptr_shard_t *s)
 	if (s->slots != NULL) {
 		size_t cap = (size_t)1 << s->lg_cap;
 		for (size_t i = 0; i < cap; i++)
-			if (s->slots[i].ptr != 0)
+			if (s->slots[i].ptr > TOMBSTONE)
 				place(fresh, new_lg, &s->slots[i]);
 		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
 	}
 	s->slots = fresh;
 	s->lg_cap = new_lg;
+	s->used = s->count;
 	return 0;
 }
 
@@ -117,21 +127,27 @@ tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *
 	tfa_ptr_shard_t *s = held.shard;
 	uint64_t h = ptr_hash((uintptr_t)rec->ptr);
 
-	if (tfa_unlikely(s->lg_cap == 0 || (s->count + 1) * 4 > ((uint64_t)3 << s->lg_cap))) {
-		/* Past 3/4 load; a failed growth still leaves room until the table is full. */
-		if (shard_grow(s) != 0 && (s->lg_cap == 0 || s->count + 1 >= ((uint64_t)1 << s->lg_cap)))
-			return -ENOMEM;
+	/* Without memory for a rehash the slots left still serve, but one stays empty. */
+	bool room = true;
+	if (tfa_unlikely(s->lg_cap == 0 || (s->used + 1) * 4 > ((uint64_t)3 << s->lg_cap))) {
+		if (shard_rehash(s) != 0) {
+			if (s->lg_cap == 0)
+				return -ENOMEM;
+			room = s->used + 1 < ((uint64_t)1 << s->lg_cap);
+		}
 	}
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
 	uint64_t i = slot_of(h, s->lg_cap);
+	tfa_record_t *reuse = NULL;
 	for (;;) {
 		tfa_record_t *slot = &s->slots[i];
-		if (slot->ptr == 0) {
-			*slot = *rec;
-			s->count++;
-			return 0;
-		}
-		if (slot->ptr == rec->ptr) {
+		uint64_t key = slot->ptr;
+		if (key == 0)
+			break;
+		if (key == TOMBSTONE) {
+			if (reuse == NULL)
+				reuse = slot;
+		} else if (key == rec->ptr) {
 			if (replaced != NULL)
 				*replaced = *slot;
 			*slot = *rec;
@@ -139,6 +155,15 @@ tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *
 		}
 		i = (i + 1) & mask;
 	}
+	if (reuse == NULL) {
+		if (tfa_unlikely(!room))
+			return -ENOMEM; /* only a tombstone could have taken it */
+		reuse = &s->slots[i];
+		s->used++;
+	}
+	*reuse = *rec;
+	s->count++;
+	return 0;
 }
 
 int
@@ -151,27 +176,26 @@ tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *
 	return ret;
 }
 
-/* Backward-shift deletion keeps linear probing free of tombstones. */
+/*
+ * Leaves a tombstone, or an empty slot when the next one is empty: then no
+ * probe sequence runs through it, nor through the tombstones just before it.
+ */
 static void
 shard_delete_at(tfa_ptr_shard_t *s, uint64_t i)
 {
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t j = i;
 
-	for (;;) {
-		j = (j + 1) & mask;
-		if (s->slots[j].ptr == 0)
-			break;
-		uint64_t home = slot_of(ptr_hash((uintptr_t)s->slots[j].ptr), s->lg_cap);
-		/* Move j into the hole at i unless its home lies cyclically in (i, j]. */
-		bool stays = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-		if (!stays) {
-			s->slots[i] = s->slots[j];
-			i = j;
-		}
+	s->count--;
+	if (s->slots[(i + 1) & mask].ptr != 0) {
+		s->slots[i].ptr = TOMBSTONE;
+		return;
 	}
 	s->slots[i].ptr = 0;
-	s->count--;
+	s->used--;
+	for (i = (i - 1) & mask; s->slots[i].ptr == TOMBSTONE; i = (i - 1) & mask) {
+		s->slots[i].ptr = 0;
+		s->used--;
+	}
 }
 
 static bool
@@ -200,7 +224,7 @@ tfa_ptr_held_remove(tfa_ptr_held_t held, uintptr_t ptr, tfa_record_t *out)
 	tfa_ptr_shard_t *s = held.shard;
 	uint64_t at;
 
-	if (ptr == 0 || !shard_find(s, ptr, ptr_hash(ptr), &at))
+	if (ptr <= TOMBSTONE || !shard_find(s, ptr, ptr_hash(ptr), &at))
 		return false;
 	if (out != NULL)
 		*out = s->slots[at];
@@ -227,7 +251,7 @@ tfa_ptr_table_lookup(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out)
 	uint64_t at;
 	bool found;
 
-	if (ptr == 0)
+	if (ptr <= TOMBSTONE)
 		return false;
 	bool locked = shard_lock(s);
 	found = shard_find(s, ptr, h, &at);
@@ -270,7 +294,7 @@ tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record
 		if (s->slots != NULL) {
 			size_t cap = (size_t)1 << s->lg_cap;
 			for (size_t i = 0; i < cap; i++)
-				if (s->slots[i].ptr != 0)
+				if (s->slots[i].ptr > TOMBSTONE)
 					fn(arg, &s->slots[i]);
 		}
 		shard_unlock(s, locked);
@@ -288,6 +312,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		s->slots = NULL;
 		s->lg_cap = 0;
 		s->count = 0;
+		s->used = 0;
 		memset(s->recent, 0, sizeof(s->recent));
 		shard_unlock(s, locked);
 	}

@@ -13,10 +13,13 @@
  *            the pointer's hash: threads rarely meet on one lock.
  *   recent   each shard remembers the last pointers freed through it, so a
  *            free of an unknown pointer can be told apart as a double free.
+ *   tombstone a removed record's slot (key 1) until the next rehash: a free
+ *            costs one probe and one store, not a shift of the cluster.
  *
  * Memory comes from mmap (core/arena.h), never from malloc.  Each shard grows
- * by doubling at 3/4 load; 32-byte slots keep the cost per live allocation
- * between 43 and 85 bytes.
+ * by doubling when live records pass half of it, and is rehashed in place when
+ * tombstones and live records pass 3/4; 32-byte slots keep the cost per live
+ * allocation between 43 and 85 bytes.
  */
 #ifndef TFA_CORE_PTR_TABLE_H
 #define TFA_CORE_PTR_TABLE_H
@@ -28,7 +31,7 @@
 #include "core/common.h"
 #include "core/spinlock.h"
 
-#define TFA_PTR_SHARDS_LG  8
+#define TFA_PTR_SHARDS_LG  5
 #define TFA_PTR_SHARDS     (1u << TFA_PTR_SHARDS_LG)
 #define TFA_PTR_RECENT     32
 
@@ -102,7 +105,8 @@ tfa_record_unpack(const tfa_record_t *r, tfa_alloc_info_t *i)
 typedef struct tfa_ptr_shard_s {
 	tfa_spinlock_t lock;
 	uint32_t lg_cap; /* 0: nothing mapped yet */
-	uint64_t count;
+	uint64_t count;  /* live records */
+	uint64_t used;   /* live records and tombstones */
 	tfa_record_t *slots;
 	uint32_t recent_pos;
 	uintptr_t recent[TFA_PTR_RECENT];

@@ -202,6 +202,22 @@ account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
 
 /* ---- the tracker ----------------------------------------------------------------------- */
 
+static void
+update_slow(tfa_tracking_allocator_t *ta)
+{
+	uint8_t slow = ta->slot < 0 || ta->degraded || ta->bytes_limit > 0;
+	__atomic_store_n(&ta->slow, slow, __ATOMIC_RELAXED);
+}
+
+static void
+degrade(tfa_tracking_allocator_t *ta)
+{
+	ta->degraded = true;
+	update_slow(ta);
+	TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
+		     "allocations from here on; the program continues");
+}
+
 int
 tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapped,
 			    tfa_ptr_table_t *table, bool per_thread_stats)
@@ -218,6 +234,7 @@ tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapp
 		if (slot >= 0)
 			ta->slot = slot;
 	}
+	update_slow(ta);
 	return 0;
 }
 
@@ -247,14 +264,13 @@ tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t lim
 		tfa_tracking_allocator_publish_self(ta);
 	}
 	__atomic_store_n(&ta->bytes_limit, limit > 0 ? limit : 0, __ATOMIC_RELAXED);
+	update_slow(ta);
 }
 
-void *
-tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
-		      const tfa_allocation_attrs_t *attrs)
+static void *
+allocate_general(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+		 const tfa_allocation_attrs_t *attrs)
 {
-	if (attrs == NULL)
-		attrs = &default_attrs;
 	if (tfa_unlikely(nbytes > TFA_REQUESTED_MAX))
 		return NULL;
 
@@ -321,11 +337,61 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 		return p;
 	}
 	/* No memory for the table: stop recording, keep the program going. */
-	ta->degraded = true;
 	if (reserved)
 		__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
-	TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
-		     "allocations from here on; the program continues");
+	degrade(ta);
+	return p;
+}
+
+/*
+ * The common case in as few instructions as the table allows: a registered
+ * thread with its own slot, no limit, a program's (not internal) call.
+ */
+void *
+tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+		      const tfa_allocation_attrs_t *attrs)
+{
+	if (attrs == NULL)
+		attrs = &default_attrs;
+	tfa_thread_rec_t *trec = tfa_tls.rec;
+	if (tfa_unlikely(__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) | (trec == NULL)
+			 | (trec == &tfa_orphan_rec) | (attrs->kind == TFA_KIND_INTERNAL)
+			 | (nbytes > TFA_REQUESTED_MAX)))
+		return allocate_general(ta, alignment, nbytes, attrs);
+
+	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
+	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
+	if (tfa_unlikely(p == NULL))
+		return NULL;
+	size_t asz = backend_allocated(b, p, nbytes, alignment);
+	tfa_stat_slot_t *s = &trec->slots[ta->slot];
+	tfa_alloc_info_t info = {
+		.ptr = (uintptr_t)p,
+		.requested = nbytes,
+		.backend = b->backend_id,
+		.kind = attrs->kind,
+		.device = ta->device_code,
+		.lg_align = lg_of(alignment),
+		.tag = tfa_tls.tag,
+		.thread = trec->index,
+	};
+	tfa_record_t old;
+
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
+	info.id = next_id(ta, s);
+	tfa_record_t rec = tfa_record_pack(&info);
+	int r = tfa_ptr_held_insert(held, &rec, &old);
+	if (tfa_likely(r >= 0)) {
+		account_alloc(s, nbytes, asz, false);
+		maybe_publish(ta, s);
+	}
+	tfa_ptr_table_release(held);
+	if (tfa_unlikely(r != 0)) {
+		if (r > 0)
+			account_lost_free(ta, &old);
+		else
+			degrade(ta);
+	}
 	return p;
 }
 
@@ -502,11 +568,8 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 
 	if (r > 0)
 		account_lost_free(ta, &old);
-	else if (r < 0) {
-		ta->degraded = true;
-		TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
-			     "allocations from here on; the program continues");
-	}
+	else if (r < 0)
+		degrade(ta);
 	if (!kinds_match(made_by, TFA_KIND_MALLOC))
 		*result = TFA_FREE_MISMATCH;
 	return q;
@@ -515,7 +578,10 @@ out_refused:
 	/* The old block is intact: its record goes back, and its count with it. */
 	held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
 	if (tfa_ptr_held_insert(held, &rec, NULL) < 0) {
-		ta->degraded = true;
+		tfa_ptr_table_release(held);
+		degrade(ta);
+		*result = TFA_FREE_NOMEM;
+		return NULL;
 	} else if (!internal) {
 		slot_ref_t ref = slot_enter(ta);
 		realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, -1);

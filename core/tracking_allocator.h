@@ -45,6 +45,8 @@ typedef struct tfa_tracking_allocator_s {
 	int slot;        /* per-thread stat slot, or -1: the shared slot below */
 	uint8_t device_code;
 	bool degraded;
+	/* Nonzero when the fast paths cannot serve: a limit, degraded, a shared slot. */
+	uint8_t slow;
 	int64_t bytes_limit;
 
 	int64_t in_use TFA_ALIGNED_CACHELINE; /* published figures */

@@ -24,6 +24,7 @@
 #define JE_MIN_ALIGN    16
 
 struct jemalloc_api {
+	void *(*malloc)(size_t size);
 	void *(*mallocx)(size_t size, int flags);
 	void (*dallocx)(void *ptr, int flags);
 	void (*sdallocx)(void *ptr, size_t size, int flags);
@@ -33,6 +34,14 @@ struct jemalloc_api {
 };
 
 static struct jemalloc_api je;
+
+/*
+ * Usable sizes of small requests, from nallocx at start-up: every size class
+ * is a multiple of 8, so one entry per 8 bytes answers nallocx without the
+ * call (it runs twice per malloc/free pair in the tracker).
+ */
+#define SMALL_MAX 16384
+static uint16_t small_usable[SMALL_MAX / 8 + 1];
 
 static inline int
 align_flag(size_t alignment)
@@ -46,7 +55,9 @@ jemalloc_allocate_raw(tfa_allocator_t *self, size_t alignment, size_t nbytes,
 		      const tfa_allocation_attrs_t *attrs)
 {
 	(void)self;
-	return je.mallocx(nbytes, align_flag(alignment) | (attrs->zero_fill ? MALLOCX_ZERO : 0));
+	int flags = align_flag(alignment) | (attrs->zero_fill ? MALLOCX_ZERO : 0);
+	/* malloc has jemalloc's fast path; mallocx goes through the general one. */
+	return flags == 0 ? je.malloc(nbytes) : je.mallocx(nbytes, flags);
 }
 
 static void
@@ -83,6 +94,8 @@ static size_t
 jemalloc_good_size(const tfa_allocator_t *self, size_t nbytes, size_t alignment)
 {
 	(void)self;
+	if (alignment <= JE_MIN_ALIGN && nbytes <= SMALL_MAX)
+		return small_usable[(nbytes + 7) >> 3];
 	return je.nallocx(nbytes, align_flag(alignment));
 }
 
@@ -105,6 +118,7 @@ static tfa_allocator_t jemalloc_allocator = {
 };
 
 /* The private copy (registry/make_private_jemalloc.sh). */
+extern void *tfa_je_malloc(size_t size);
 extern void *tfa_je_mallocx(size_t size, int flags);
 extern void tfa_je_dallocx(void *ptr, int flags);
 extern void tfa_je_sdallocx(void *ptr, size_t size, int flags);
@@ -113,6 +127,7 @@ extern size_t tfa_je_sallocx(const void *ptr, int flags);
 extern size_t tfa_je_nallocx(size_t size, int flags);
 
 static const struct jemalloc_api private_api = {
+	.malloc = tfa_je_malloc,
 	.mallocx = tfa_je_mallocx,
 	.dallocx = tfa_je_dallocx,
 	.sdallocx = tfa_je_sdallocx,
@@ -125,24 +140,26 @@ static const struct jemalloc_api private_api = {
 static bool
 program_api(struct jemalloc_api *api)
 {
-	static const char *const names[6] = { "mallocx", "dallocx", "sdallocx",
+	static const char *const names[7] = { "malloc",  "mallocx", "dallocx", "sdallocx",
 					      "rallocx", "sallocx", "nallocx" };
-	void *sym[6];
+	void *sym[7];
 	void *h = dlopen(JEMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 
 	if (h == NULL)
 		return false;
-	for (int i = 0; i < 6; i++) {
+	/* dlsym on the handle: the library's own malloc, not the shim's. */
+	for (int i = 0; i < 7; i++) {
 		sym[i] = dlsym(h, names[i]);
 		if (sym[i] == NULL)
 			return false;
 	}
-	memcpy(&api->mallocx, &sym[0], sizeof(void *));
-	memcpy(&api->dallocx, &sym[1], sizeof(void *));
-	memcpy(&api->sdallocx, &sym[2], sizeof(void *));
-	memcpy(&api->rallocx, &sym[3], sizeof(void *));
-	memcpy(&api->sallocx, &sym[4], sizeof(void *));
-	memcpy(&api->nallocx, &sym[5], sizeof(void *));
+	memcpy(&api->malloc, &sym[0], sizeof(void *));
+	memcpy(&api->mallocx, &sym[1], sizeof(void *));
+	memcpy(&api->dallocx, &sym[2], sizeof(void *));
+	memcpy(&api->sdallocx, &sym[3], sizeof(void *));
+	memcpy(&api->rallocx, &sym[4], sizeof(void *));
+	memcpy(&api->sallocx, &sym[5], sizeof(void *));
+	memcpy(&api->nallocx, &sym[6], sizeof(void *));
 	return true;
 }
 
@@ -163,6 +180,8 @@ jemalloc_create(int ordinal)
 	tfa_guard_exit();
 	if (warm == NULL)
 		return NULL;
+	for (size_t i = 0; i < sizeof(small_usable) / sizeof(small_usable[0]); i++)
+		small_usable[i] = (uint16_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
 	je = api;
 	return &jemalloc_allocator;
 }
