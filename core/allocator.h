@@ -190,9 +190,23 @@ typedef struct tfa_allocator_ops_s {
 	 * the pointer is used.
 	 */
 	size_t (*good_size)(const tfa_allocator_t *self, size_t nbytes, size_t alignment);
+
+	/*
+	 * [optional] The hot path's shortcuts, for allocators whose instance
+	 * state is global (glibc, jemalloc): allocate nbytes (> 0) at the
+	 * default alignment, and free such a block given the nbytes it was
+	 * asked for (both or neither); and good_size of such requests up to
+	 * usable_table_max bytes, as usable_table[(nbytes + 7) / 8] (NULL: call
+	 * good_size).
+	 */
+	void *(*malloc_fast)(size_t nbytes);
+	void (*free_sized_fast)(void *ptr, size_t nbytes);
+	const uint32_t *usable_table;
+	size_t usable_table_max;
 } tfa_allocator_ops_t;
 
-#define TFA_ALLOCATOR_OPS_SIZE (offsetof(tfa_allocator_ops_t, good_size) + sizeof(void *))
+#define TFA_ALLOCATOR_OPS_SIZE \
+	(offsetof(tfa_allocator_ops_t, usable_table_max) + sizeof(size_t))
 
 struct tfa_allocator_s {
 	const tfa_allocator_ops_t *ops;

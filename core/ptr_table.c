@@ -8,46 +8,13 @@
 #include "core/arena.h"
 #include "core/thread.h"
 
-#define LG_CAP_INITIAL 7 /* 128 slots: one 4 KiB page */
-#define TOMBSTONE      ((uint64_t)1) /* no pointer the shim records is odd */
+#define LG_CAP_INITIAL TFA_PTR_LG_CAP_INITIAL
+#define TOMBSTONE      TFA_PTR_TOMBSTONE
+#define ptr_hash       tfa_ptr_hash
+#define slot_of        tfa_ptr_slot_of
+#define shard_of       tfa_ptr_shard_of
 
-/*
- * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
- * class sit at multiples of their size, and multiplying the raw address would
- * map them to a few clustered slots (the multiplier times 16 is no longer
- * golden).
- */
-static inline uint64_t
-ptr_hash(uintptr_t p)
-{
-	return (uint64_t)(p >> 3) * UINT64_C(0x9E3779B97F4A7C15);
-}
-
-/*
- * The shard comes from the pointer's 1 MiB region, not from the pointer: both
- * jemalloc and glibc give each thread its own arena, so a thread's pointers
- * share regions and its table operations stay on shards (and lock cache
- * lines) that other threads rarely touch.
- */
-static inline tfa_ptr_shard_t *
-shard_of(tfa_ptr_table_t *t, uintptr_t p)
-{
-	return &t->shards[ptr_hash(p >> 20) >> (64 - TFA_PTR_SHARDS_LG)];
-}
-
-/* Slot index from the top bits of the pointer's hash. */
-static inline uint64_t
-slot_of(uint64_t h, uint32_t lg_cap)
-{
-	return h >> (64 - lg_cap);
-}
-
-/*
- * No lock while the process has a single thread (glibc clears
- * __libc_single_threaded before the first thread starts, never inside one of
- * these sections); none either for the forking thread, which holds them all.
- * Returns whether the lock was taken.
- */
+/* As tfa_ptr_table_hold, for a shard already found.  Returns whether the lock was taken. */
 static inline bool
 shard_lock(tfa_ptr_shard_t *s)
 {
@@ -106,30 +73,15 @@ shard_rehash(tfa_ptr_shard_t *s)
 	return 0;
 }
 
-tfa_ptr_held_t
-tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
-{
-	tfa_ptr_held_t h = { .shard = shard_of(t, ptr) };
-
-	h.locked = shard_lock(h.shard);
-	return h;
-}
-
-void
-tfa_ptr_table_release(tfa_ptr_held_t h)
-{
-	shard_unlock(h.shard, h.locked);
-}
-
 int
-tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
+tfa_ptr_held_insert_slow(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
 {
 	tfa_ptr_shard_t *s = held.shard;
 	uint64_t h = ptr_hash((uintptr_t)rec->ptr);
 
 	/* Without memory for a rehash the slots left still serve, but one stays empty. */
 	bool room = true;
-	if (tfa_unlikely(s->lg_cap == 0 || (s->used + 1) * 4 > ((uint64_t)3 << s->lg_cap))) {
+	if (s->lg_cap == 0 || TFA_PTR_OVERLOADED(s)) {
 		if (shard_rehash(s) != 0) {
 			if (s->lg_cap == 0)
 				return -ENOMEM;
@@ -156,7 +108,7 @@ tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *
 		i = (i + 1) & mask;
 	}
 	if (reuse == NULL) {
-		if (tfa_unlikely(!room))
+		if (!room)
 			return -ENOMEM; /* only a tombstone could have taken it */
 		reuse = &s->slots[i];
 		s->used++;
@@ -174,28 +126,6 @@ tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *
 
 	tfa_ptr_table_release(h);
 	return ret;
-}
-
-/*
- * Leaves a tombstone, or an empty slot when the next one is empty: then no
- * probe sequence runs through it, nor through the tombstones just before it.
- */
-static void
-shard_delete_at(tfa_ptr_shard_t *s, uint64_t i)
-{
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-
-	s->count--;
-	if (s->slots[(i + 1) & mask].ptr != 0) {
-		s->slots[i].ptr = TOMBSTONE;
-		return;
-	}
-	s->slots[i].ptr = 0;
-	s->used--;
-	for (i = (i - 1) & mask; s->slots[i].ptr == TOMBSTONE; i = (i - 1) & mask) {
-		s->slots[i].ptr = 0;
-		s->used--;
-	}
 }
 
 static bool
@@ -216,21 +146,6 @@ shard_find(tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t h, uint64_t *at)
 			return false;
 		i = (i + 1) & mask;
 	}
-}
-
-bool
-tfa_ptr_held_remove(tfa_ptr_held_t held, uintptr_t ptr, tfa_record_t *out)
-{
-	tfa_ptr_shard_t *s = held.shard;
-	uint64_t at;
-
-	if (ptr <= TOMBSTONE || !shard_find(s, ptr, ptr_hash(ptr), &at))
-		return false;
-	if (out != NULL)
-		*out = s->slots[at];
-	shard_delete_at(s, at);
-	s->recent[s->recent_pos++ % TFA_PTR_RECENT] = ptr;
-	return true;
 }
 
 bool

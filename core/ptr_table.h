@@ -18,8 +18,8 @@
  *
  * Memory comes from mmap (core/arena.h), never from malloc.  Each shard grows
  * by doubling when live records pass half of it, and is rehashed in place when
- * tombstones and live records pass 3/4; 32-byte slots keep the cost per live
- * allocation between 43 and 85 bytes.
+ * tombstones and live records pass 5/8; 32-byte slots cost 64 to 128 bytes
+ * per live allocation.
  */
 #ifndef TFA_CORE_PTR_TABLE_H
 #define TFA_CORE_PTR_TABLE_H
@@ -28,8 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/single_threaded.h>
+
 #include "core/common.h"
 #include "core/spinlock.h"
+#include "core/thread.h"
 
 #define TFA_PTR_SHARDS_LG  5
 #define TFA_PTR_SHARDS     (1u << TFA_PTR_SHARDS_LG)
@@ -127,14 +130,152 @@ typedef struct tfa_ptr_held_s {
 	bool locked;
 } tfa_ptr_held_t;
 
-/* Locks the shard of ptr.  [hot path] [takes shard lock] */
-tfa_ptr_held_t tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr);
-void tfa_ptr_table_release(tfa_ptr_held_t h);
+#define TFA_PTR_TOMBSTONE ((uint64_t)1) /* no pointer the shim records is odd */
 
-/* As tfa_ptr_table_insert / _remove, on a held shard.  REQUIRES: h holds ptr's shard. */
-int tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *replaced)
+/*
+ * A shard is rehashed when live records and tombstones pass 5/8 of it (and
+ * doubled when live records alone pass 1/2): probes stay short, at ~3 slots.
+ */
+#define TFA_PTR_OVERLOADED(s) (((s)->used + 1) * 8 > ((uint64_t)5 << (s)->lg_cap))
+#define TFA_PTR_LG_CAP_INITIAL 7        /* 128 slots: one 4 KiB page */
+
+/*
+ * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
+ * class sit at multiples of their size, and multiplying the raw address would
+ * map them to a few clustered slots (the multiplier times 16 is no longer
+ * golden).
+ */
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_hash(uintptr_t p)
+{
+	return (uint64_t)(p >> 3) * UINT64_C(0x9E3779B97F4A7C15);
+}
+
+/* Slot index from the top bits of the pointer's hash. */
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_slot_of(uint64_t h, uint32_t lg_cap)
+{
+	return h >> (64 - lg_cap);
+}
+
+/*
+ * The shard comes from the pointer's 1 MiB region, not from the pointer: both
+ * jemalloc and glibc give each thread its own arena, so a thread's pointers
+ * share regions and its table operations stay on shards (and lock cache
+ * lines) that other threads rarely touch.
+ */
+static TFA_ALWAYS_INLINE tfa_ptr_shard_t *
+tfa_ptr_shard_of(tfa_ptr_table_t *t, uintptr_t p)
+{
+	return &t->shards[tfa_ptr_hash(p >> 20) >> (64 - TFA_PTR_SHARDS_LG)];
+}
+
+/*
+ * Locks the shard of ptr.  No lock while the process has a single thread
+ * (glibc clears __libc_single_threaded before the first thread starts, never
+ * inside one of these sections); none either for the forking thread, which
+ * holds them all.  [hot path] [takes shard lock]
+ */
+static TFA_ALWAYS_INLINE tfa_ptr_held_t
+tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
+{
+	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .locked = false };
+
+	if (tfa_unlikely(!__libc_single_threaded) && tfa_likely(!tfa_tls.holds_all_locks)) {
+		tfa_spin_lock(&h.shard->lock);
+		h.locked = true;
+	}
+	return h;
+}
+
+static TFA_ALWAYS_INLINE void
+tfa_ptr_table_release(tfa_ptr_held_t h)
+{
+	if (h.locked)
+		tfa_spin_unlock(&h.shard->lock);
+}
+
+/* The out-of-line part of an insert: the first mapping, growth, rehash, a full shard. */
+int tfa_ptr_held_insert_slow(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *replaced)
 	TFA_MUST_CHECK;
-bool tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out);
+
+/*
+ * As tfa_ptr_table_insert, on a held shard.  REQUIRES: h holds rec->ptr's
+ * shard.  [hot path]
+ */
+static TFA_ALWAYS_INLINE int
+tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
+{
+	tfa_ptr_shard_t *s = held.shard;
+
+	if (tfa_unlikely(s->lg_cap == 0 || TFA_PTR_OVERLOADED(s)))
+		return tfa_ptr_held_insert_slow(held, rec, replaced);
+	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash((uintptr_t)rec->ptr), s->lg_cap);
+	tfa_record_t *reuse = NULL;
+	for (;;) {
+		tfa_record_t *slot = &s->slots[i];
+		uint64_t key = slot->ptr;
+		if (key == 0)
+			break;
+		if (key == TFA_PTR_TOMBSTONE) {
+			if (reuse == NULL)
+				reuse = slot;
+		} else if (tfa_unlikely(key == rec->ptr)) {
+			if (replaced != NULL)
+				*replaced = *slot;
+			*slot = *rec;
+			return 1;
+		}
+		i = (i + 1) & mask;
+	}
+	if (reuse == NULL) {
+		reuse = &s->slots[i];
+		s->used++;
+	}
+	*reuse = *rec;
+	s->count++;
+	return 0;
+}
+
+/*
+ * Removes ptr's record from a held shard into *out.  A removed slot becomes a
+ * tombstone, or empty when the next slot is empty (then no probe runs through
+ * it, nor through the tombstones just before it).  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_held_remove(tfa_ptr_held_t held, uintptr_t ptr, tfa_record_t *out)
+{
+	tfa_ptr_shard_t *s = held.shard;
+
+	if (tfa_unlikely(ptr <= TFA_PTR_TOMBSTONE || s->lg_cap == 0))
+		return false;
+	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), s->lg_cap);
+	for (;;) {
+		uint64_t key = s->slots[i].ptr;
+		if (key == ptr)
+			break;
+		if (key == 0)
+			return false;
+		i = (i + 1) & mask;
+	}
+	if (out != NULL)
+		*out = s->slots[i];
+	s->count--;
+	s->recent[s->recent_pos++ % TFA_PTR_RECENT] = ptr;
+	if (tfa_likely(s->slots[(i + 1) & mask].ptr != 0)) {
+		s->slots[i].ptr = TFA_PTR_TOMBSTONE;
+		return true;
+	}
+	s->slots[i].ptr = 0;
+	s->used--;
+	for (i = (i - 1) & mask; s->slots[i].ptr == TFA_PTR_TOMBSTONE; i = (i - 1) & mask) {
+		s->slots[i].ptr = 0;
+		s->used--;
+	}
+	return true;
+}
 
 /*
  * Inserts a record.  Returns 0; 1 when a record for the same pointer was

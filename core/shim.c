@@ -194,13 +194,19 @@ shim_exit(void)
 void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
-	tfa_allocation_attrs_t attrs = {
-		.zero_fill = zero,
-		/* A nested call (the guard is held) is the shim's or its dependencies'. */
-		.kind = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind,
-	};
+	void *p;
+
 	shim_enter();
-	void *p = tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
+	if (tfa_likely(alignment == 0 && !zero && !tfa_guard_active())) {
+		p = tfa_tracking_malloc(&cpu_tracker, nbytes, kind);
+	} else {
+		tfa_allocation_attrs_t attrs = {
+			.zero_fill = zero,
+			/* A nested call (the guard is held) is the shim's or its dependencies'. */
+			.kind = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind,
+		};
+		p = tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
+	}
 	shim_exit();
 	return p;
 }
@@ -212,7 +218,7 @@ tfa_shim_free(void *ptr, uint8_t kind)
 	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
 
 	shim_enter();
-	int r = tfa_tracking_deallocate(&cpu_tracker, ptr, freed_by, &info);
+	int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
 	if (tfa_unlikely(r != TFA_FREE_OK))
 		report_free_result(r, ptr, kind, &info);
 	shim_exit();

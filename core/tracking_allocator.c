@@ -27,8 +27,9 @@ align_of_lg(uint8_t lg)
  * pointer is made and when it is freed, or allocated bytes in use would drift:
  * both use this function with the same arguments.
  */
-static inline size_t
-backend_allocated(const tfa_allocator_t *b, const void *p, size_t requested, size_t alignment)
+size_t
+tfa_tracking_backend_allocated(const tfa_allocator_t *b, const void *p, size_t requested,
+			       size_t alignment)
 {
 	size_t want = requested == 0 ? 1 : requested;
 	size_t n = tfa_allocator_good_size(b, want, alignment);
@@ -89,8 +90,8 @@ slot_exit(slot_ref_t ref)
 		tfa_spin_unlock(ref.lock);
 }
 
-static void
-publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+void
+tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
 	if (s->pending_bytes != 0) {
 		int64_t now = __atomic_add_fetch(&ta->in_use, s->pending_bytes, __ATOMIC_RELAXED);
@@ -133,25 +134,32 @@ maybe_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 		publish_alone(ta, s);
 	else if (ta->slot < 0 || llabs(s->pending_bytes) >= TFA_PUBLISH_THRESHOLD
 		 || llabs(s->pending_allocated) >= TFA_PUBLISH_THRESHOLD)
-		publish(ta, s);
+		tfa_tracking_publish(ta, s);
+}
+
+uint64_t
+tfa_tracking_id_block(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	uint64_t block = ta->slot < 0 ? 1 : TFA_ID_BLOCK;
+	uint64_t start = __atomic_fetch_add(&ta->next_id, block, __ATOMIC_RELAXED);
+
+	s->next_id = start + 1;
+	s->id_end = start + block + 1;
+	return s->next_id++;
 }
 
 static inline uint64_t
 next_id(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
-	if (tfa_unlikely(s->next_id >= s->id_end)) {
-		uint64_t block = ta->slot < 0 ? 1 : TFA_ID_BLOCK;
-		uint64_t start = __atomic_fetch_add(&ta->next_id, block, __ATOMIC_RELAXED);
-		s->next_id = start + 1;
-		s->id_end = start + block + 1;
-	}
+	if (tfa_unlikely(s->next_id >= s->id_end))
+		return tfa_tracking_id_block(ta, s);
 	return s->next_id++;
 }
 
 static void
 slot_flush(void *ctx, tfa_stat_slot_t *slot)
 {
-	publish(ctx, slot);
+	tfa_tracking_publish(ctx, slot);
 }
 
 static void
@@ -188,7 +196,7 @@ account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
 	if (info.kind == TFA_KIND_INTERNAL)
 		return;
 	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
-	size_t asz = b != NULL ? backend_allocated(b, (void *)info.ptr, info.requested,
+	size_t asz = b != NULL ? tfa_tracking_backend_allocated(b, (void *)info.ptr, info.requested,
 						   align_of_lg(info.lg_align))
 			       : info.requested;
 	slot_ref_t ref = slot_enter(ta);
@@ -216,6 +224,15 @@ degrade(tfa_tracking_allocator_t *ta)
 	update_slow(ta);
 	TFA_LOG_ONCE("out of memory for the pointer table: tfalloc stops recording "
 		     "allocations from here on; the program continues");
+}
+
+void
+tfa_tracking_insert_failed(tfa_tracking_allocator_t *ta, int r, const tfa_record_t *old)
+{
+	if (r > 0)
+		account_lost_free(ta, old);
+	else
+		degrade(ta);
 }
 
 int
@@ -308,7 +325,7 @@ allocate_general(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 		.lg_align = lg_of(alignment),
 		.tag = tfa_tls.tag,
 	};
-	size_t asz = internal ? 0 : backend_allocated(b, p, nbytes, alignment);
+	size_t asz = internal ? 0 : tfa_tracking_backend_allocated(b, p, nbytes, alignment);
 	tfa_record_t old;
 	int r;
 
@@ -363,7 +380,7 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
 	if (tfa_unlikely(p == NULL))
 		return NULL;
-	size_t asz = backend_allocated(b, p, nbytes, alignment);
+	size_t asz = tfa_tracking_backend_allocated(b, p, nbytes, alignment);
 	tfa_stat_slot_t *s = &trec->slots[ta->slot];
 	tfa_alloc_info_t info = {
 		.ptr = (uintptr_t)p,
@@ -422,7 +439,7 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 		b = tfa_tracking_allocator_backend(ta, info->backend);
 		alignment = align_of_lg(info->lg_align);
 		if (info->kind != TFA_KIND_INTERNAL) {
-			size_t asz = backend_allocated(b, ptr, info->requested, alignment);
+			size_t asz = tfa_tracking_backend_allocated(b, ptr, info->requested, alignment);
 			slot_ref_t ref = slot_enter(ta);
 			account_free(ta, ref.slot, info->requested, asz);
 			maybe_publish(ta, ref.slot);
@@ -489,7 +506,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		alignment = align_of_lg(info.lg_align);
 		internal = info.kind == TFA_KIND_INTERNAL;
 		if (!internal) {
-			old_asz = backend_allocated(b, ptr, info.requested, alignment);
+			old_asz = tfa_tracking_backend_allocated(b, ptr, info.requested, alignment);
 			slot_ref_t ref = slot_enter(ta);
 			realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, 1);
 			slot_exit(ref);
@@ -545,7 +562,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		rec = tfa_record_pack(&info);
 		r = tfa_ptr_held_insert(held, &rec, &old);
 	} else {
-		size_t new_asz = backend_allocated(b, q, nbytes, alignment);
+		size_t new_asz = tfa_tracking_backend_allocated(b, q, nbytes, alignment);
 		slot_ref_t ref = slot_enter(ta);
 		tfa_stat_slot_t *s = ref.slot;
 		info.id = next_id(ta, s);
@@ -614,7 +631,7 @@ tfa_tracking_backend_usable_size(tfa_tracking_allocator_t *ta, const tfa_alloc_i
 	if (b == NULL)
 		return info->requested;
 	n = tfa_allocator_allocated_size_slow(b, (const void *)info->ptr);
-	return n != 0 ? n : backend_allocated(b, (const void *)info->ptr, info->requested,
+	return n != 0 ? n : tfa_tracking_backend_allocated(b, (const void *)info->ptr, info->requested,
 					      align_of_lg(info->lg_align));
 }
 
@@ -733,7 +750,7 @@ void
 tfa_tracking_allocator_publish_self(tfa_tracking_allocator_t *ta)
 {
 	slot_ref_t ref = slot_enter(ta);
-	publish(ta, ref.slot);
+	tfa_tracking_publish(ta, ref.slot);
 	slot_exit(ref);
 }
 
@@ -783,7 +800,7 @@ tracking_allocated_size(const tfa_allocator_t *self, const void *ptr)
 		return 0;
 	tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info.backend);
 	return b == NULL ? info.requested
-			 : backend_allocated(b, ptr, info.requested, align_of_lg(info.lg_align));
+			 : tfa_tracking_backend_allocated(b, ptr, info.requested, align_of_lg(info.lg_align));
 }
 
 static int64_t

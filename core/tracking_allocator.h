@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/single_threaded.h>
 
 #include "core/allocator.h"
 #include "core/ptr_table.h"
@@ -141,5 +142,158 @@ bool tfa_tracking_allocator_get_stats(tfa_tracking_allocator_t *ta, tfa_allocato
 
 /* Publishes the calling thread's pending deltas (before a report or at fork). */
 void tfa_tracking_allocator_publish_self(tfa_tracking_allocator_t *ta);
+
+/* ---- the hot path, inline: the process's malloc and free ---------------------------------- */
+
+/* Out-of-line pieces of the inline paths below. */
+size_t tfa_tracking_backend_allocated(const tfa_allocator_t *b, const void *p, size_t requested,
+				      size_t alignment);
+void tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s);
+uint64_t tfa_tracking_id_block(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s);
+void tfa_tracking_insert_failed(tfa_tracking_allocator_t *ta, int r, const tfa_record_t *old);
+
+/*
+ * The allocated size counted for a request: the backend's usable size, from
+ * its table when it has one.  The same arguments give the same answer when a
+ * block is made and when it is freed.  [hot path]
+ */
+static TFA_ALWAYS_INLINE size_t
+tfa_tracking_allocated_of(const tfa_allocator_t *b, const void *p, size_t requested,
+			  size_t alignment)
+{
+	const tfa_allocator_ops_t *ops = b->ops;
+	size_t want = requested == 0 ? 1 : requested;
+
+	if (alignment == 0 && want <= ops->usable_table_max && ops->usable_table != NULL)
+		return ops->usable_table[(want + 7) >> 3];
+	return tfa_tracking_backend_allocated(b, p, requested, alignment);
+}
+
+/*
+ * Counts a change of bytes in use in the thread's slot.  With one thread the
+ * published figures (and the peak) move at once, with no atomic; threads
+ * publish when their balance moved by TFA_PUBLISH_THRESHOLD.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+tfa_tracking_count(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, int64_t bytes,
+		   int64_t allocated)
+{
+	if (tfa_likely(__libc_single_threaded)) {
+		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes + bytes;
+		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED)
+			       + s->pending_allocated + allocated;
+		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
+		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
+		s->pending_bytes = 0;
+		s->pending_allocated = 0;
+		if (bytes > 0) {
+			if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
+				__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
+			if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
+				__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
+		}
+		return;
+	}
+	s->pending_bytes += bytes;
+	s->pending_allocated += allocated;
+	if (tfa_unlikely((uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD)
+			 > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)))
+		tfa_tracking_publish(ta, s);
+}
+
+/*
+ * malloc and operator new: nbytes at the default alignment, recorded with
+ * kind.  Everything but the common case goes to tfa_tracking_allocate.
+ * [hot path]
+ */
+static TFA_ALWAYS_INLINE void *
+tfa_tracking_malloc(tfa_tracking_allocator_t *ta, size_t nbytes, uint8_t kind)
+{
+	tfa_thread_rec_t *trec = tfa_tls.rec;
+	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
+	void *(*fast)(size_t) = b->ops->malloc_fast;
+
+	if (tfa_unlikely((__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) != 0) | (trec == NULL)
+			 | (trec == &tfa_orphan_rec) | (nbytes > TFA_REQUESTED_MAX) | (fast == NULL))) {
+		tfa_allocation_attrs_t attrs = { .kind = kind };
+		return tfa_tracking_allocate(ta, 0, nbytes, &attrs);
+	}
+	void *p = fast(nbytes == 0 ? 1 : nbytes);
+	if (tfa_unlikely(p == NULL))
+		return NULL;
+	size_t asz = tfa_tracking_allocated_of(b, p, nbytes, 0);
+	tfa_stat_slot_t *s = &trec->slots[ta->slot];
+	tfa_record_t rec = {
+		.ptr = (uintptr_t)p,
+		.size_meta = (uint64_t)nbytes | ((uint64_t)(b->backend_id & 7) << 47)
+			     | ((uint64_t)(kind & 7) << 50) | ((uint64_t)(ta->device_code & 31) << 53),
+		.stack_id = 0,
+		.tag = tfa_tls.tag,
+	};
+	tfa_record_t old;
+
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
+	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
+	rec.id_thread = (id & TFA_ID_MAX) | ((uint64_t)(trec->index & 0xffffff) << 40);
+	int r = tfa_ptr_held_insert(held, &rec, &old);
+	if (tfa_likely(r >= 0)) {
+		s->num_allocs++;
+		s->total_bytes += nbytes;
+		s->total_allocated_bytes += asz;
+		if (nbytes > s->largest_alloc_size)
+			s->largest_alloc_size = nbytes;
+		tfa_tracking_count(ta, s, (int64_t)nbytes, (int64_t)asz);
+	}
+	tfa_ptr_table_release(held);
+	if (tfa_unlikely(r != 0))
+		tfa_tracking_insert_failed(ta, r, &old);
+	return p;
+}
+
+/*
+ * free and operator delete of ptr by a call of kind.  Returns TFA_FREE_OK or
+ * TFA_FREE_MISMATCH (then *info has the record) as tfa_tracking_deallocate
+ * does, to which every other case goes.  [hot path]
+ */
+static TFA_ALWAYS_INLINE int
+tfa_tracking_free(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind, tfa_alloc_info_t *info)
+{
+	tfa_thread_rec_t *trec = tfa_tls.rec;
+	tfa_record_t rec;
+
+	if (tfa_unlikely((__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) != 0) | (trec == NULL)
+			 | (trec == &tfa_orphan_rec)))
+		return tfa_tracking_deallocate(ta, ptr, kind, info);
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
+	if (tfa_unlikely(!tfa_ptr_held_remove(held, (uintptr_t)ptr, &rec))) {
+		tfa_ptr_table_release(held);
+		return tfa_tracking_deallocate(ta, ptr, kind, info);
+	}
+	uint64_t meta = rec.size_meta;
+	size_t requested = meta & TFA_REQUESTED_MAX;
+	unsigned made_by = (unsigned)(meta >> 50) & 7;
+	unsigned lg_align = (unsigned)(meta >> 58);
+	size_t alignment = lg_align == 0 ? 0 : (size_t)1 << lg_align;
+	tfa_allocator_t *b = ta->backends[(meta >> 47) & 7];
+	if (tfa_likely(made_by != TFA_KIND_INTERNAL)) {
+		size_t asz = tfa_tracking_allocated_of(b, ptr, requested, alignment);
+		tfa_stat_slot_t *s = &trec->slots[ta->slot];
+		s->num_frees++;
+		tfa_tracking_count(ta, s, -(int64_t)requested, -(int64_t)asz);
+	}
+	tfa_ptr_table_release(held);
+
+	/* Counted before the backend can hand the address out again. */
+	size_t want = requested == 0 ? 1 : requested;
+	if (alignment == 0 && b->ops->free_sized_fast != NULL)
+		b->ops->free_sized_fast(ptr, want);
+	else
+		tfa_allocator_deallocate_raw_sized(b, ptr, want, alignment);
+	if (tfa_likely(made_by == kind || made_by == TFA_KIND_INTERNAL || kind == TFA_KIND_INTERNAL))
+		return TFA_FREE_OK;
+	if (info != NULL)
+		tfa_record_unpack(&rec, info);
+	return TFA_FREE_MISMATCH;
+}
 
 #endif /* TFA_CORE_TRACKING_ALLOCATOR_H */

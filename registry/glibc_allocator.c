@@ -102,6 +102,13 @@ glibc_good_size(const tfa_allocator_t *self, size_t nbytes, size_t alignment)
 	return chunk - GLIBC_SIZE_SZ;
 }
 
+static void
+glibc_free_sized_fast(void *ptr, size_t nbytes)
+{
+	(void)nbytes;
+	__libc_free(ptr);
+}
+
 static const tfa_allocator_ops_t glibc_ops = {
 	.struct_size = TFA_ALLOCATOR_OPS_SIZE,
 	.name = "glibc",
@@ -110,6 +117,9 @@ static const tfa_allocator_ops_t glibc_ops = {
 	.allocated_size_slow = glibc_allocated_size_slow,
 	.reallocate_raw = glibc_reallocate_raw,
 	.good_size = glibc_good_size,
+	.malloc_fast = __libc_malloc,
+	.free_sized_fast = glibc_free_sized_fast,
+	/* No usable_table: glibc serves allocations before any constructor could fill one. */
 };
 
 tfa_allocator_t tfa_glibc_allocator = {

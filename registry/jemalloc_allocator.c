@@ -41,7 +41,7 @@ static struct jemalloc_api je;
  * call (it runs twice per malloc/free pair in the tracker).
  */
 #define SMALL_MAX 16384
-static uint16_t small_usable[SMALL_MAX / 8 + 1];
+static uint32_t small_usable[SMALL_MAX / 8 + 1];
 
 static inline int
 align_flag(size_t alignment)
@@ -99,6 +99,18 @@ jemalloc_good_size(const tfa_allocator_t *self, size_t nbytes, size_t alignment)
 	return je.nallocx(nbytes, align_flag(alignment));
 }
 
+static void *
+jemalloc_malloc_fast(size_t nbytes)
+{
+	return je.malloc(nbytes);
+}
+
+static void
+jemalloc_free_sized_fast(void *ptr, size_t nbytes)
+{
+	je.sdallocx(ptr, nbytes, 0);
+}
+
 static const tfa_allocator_ops_t jemalloc_ops = {
 	.struct_size = TFA_ALLOCATOR_OPS_SIZE,
 	.name = "jemalloc",
@@ -108,6 +120,10 @@ static const tfa_allocator_ops_t jemalloc_ops = {
 	.reallocate_raw = jemalloc_reallocate_raw,
 	.deallocate_raw_sized = jemalloc_deallocate_raw_sized,
 	.good_size = jemalloc_good_size,
+	.malloc_fast = jemalloc_malloc_fast,
+	.free_sized_fast = jemalloc_free_sized_fast,
+	.usable_table = small_usable,
+	.usable_table_max = SMALL_MAX,
 };
 
 static tfa_allocator_t jemalloc_allocator = {
@@ -181,7 +197,7 @@ jemalloc_create(int ordinal)
 	if (warm == NULL)
 		return NULL;
 	for (size_t i = 0; i < sizeof(small_usable) / sizeof(small_usable[0]); i++)
-		small_usable[i] = (uint16_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
+		small_usable[i] = (uint32_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
 	je = api;
 	return &jemalloc_allocator;
 }
