@@ -6,11 +6,11 @@
 #include <sys/mman.h>
 
 #include "core/common.h"
-#include "core/spinlock.h"
+#include "core/lock.h"
 
 #define CHUNK_SIZE ((size_t)64 << 10)
 
-static tfa_spinlock_t arena_lock = TFA_SPINLOCK_INIT;
+static tfa_lock_t arena_lock = TFA_LOCK_INIT;
 static char *chunk_cur;
 static size_t chunk_left;
 static size_t mapped_bytes;
@@ -78,11 +78,11 @@ tfa_arena_alloc(size_t bytes)
 	if (bytes > CHUNK_SIZE / 4)
 		return tfa_arena_map(bytes);
 
-	tfa_spin_lock(&arena_lock);
+	tfa_lock(&arena_lock);
 	if (chunk_left < bytes) {
 		char *c = tfa_arena_map(CHUNK_SIZE);
 		if (c == NULL) {
-			tfa_spin_unlock(&arena_lock);
+			tfa_unlock(&arena_lock);
 			return NULL;
 		}
 		chunk_cur = c;
@@ -91,7 +91,7 @@ tfa_arena_alloc(size_t bytes)
 	void *p = chunk_cur;
 	chunk_cur += bytes;
 	chunk_left -= bytes;
-	tfa_spin_unlock(&arena_lock);
+	tfa_unlock(&arena_lock);
 	return p;
 }
 
@@ -123,17 +123,17 @@ tfa_arena_inject_failure(long successes)
 void
 tfa_arena_prefork(void)
 {
-	tfa_spin_lock(&arena_lock);
+	tfa_lock(&arena_lock);
 }
 
 void
 tfa_arena_postfork_parent(void)
 {
-	tfa_spin_unlock(&arena_lock);
+	tfa_unlock(&arena_lock);
 }
 
 void
 tfa_arena_postfork_child(void)
 {
-	tfa_spin_init(&arena_lock);
+	tfa_lock_init(&arena_lock);
 }

@@ -20,7 +20,7 @@ shard_lock(tfa_ptr_shard_t *s)
 {
 	if (tfa_likely(__libc_single_threaded) || tfa_unlikely(tfa_tls.holds_all_locks))
 		return false;
-	tfa_spin_lock(&s->lock);
+	tfa_lock(&s->lock);
 	return true;
 }
 
@@ -28,7 +28,7 @@ static inline void
 shard_unlock(tfa_ptr_shard_t *s, bool locked)
 {
 	if (locked)
-		tfa_spin_unlock(&s->lock);
+		tfa_unlock(&s->lock);
 }
 
 /* REQUIRES: rec->ptr is not in slots, which have no tombstone and a free slot. */
@@ -237,19 +237,19 @@ void
 tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_spin_lock(&t->shards[k].lock);
+		tfa_lock(&t->shards[k].lock);
 }
 
 void
 tfa_ptr_table_postfork_parent(tfa_ptr_table_t *t)
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_spin_unlock(&t->shards[k].lock);
+		tfa_unlock(&t->shards[k].lock);
 }
 
 void
 tfa_ptr_table_postfork_child(tfa_ptr_table_t *t)
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_spin_init(&t->shards[k].lock);
+		tfa_lock_init(&t->shards[k].lock);
 }

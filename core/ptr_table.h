@@ -9,7 +9,7 @@
  *            pointer, the kind of call that made it, the device, log2 of the
  *            alignment asked for.
  *   shard    the table is split into TFA_PTR_SHARDS independent open-
- *            addressing hash tables, each behind its own spinlock, chosen by
+ *            addressing hash tables, each behind its own lock, chosen by
  *            the pointer's hash: threads rarely meet on one lock.
  *   recent   each shard remembers the last pointers freed through it, so a
  *            free of an unknown pointer can be told apart as a double free.
@@ -31,7 +31,7 @@
 #include <sys/single_threaded.h>
 
 #include "core/common.h"
-#include "core/spinlock.h"
+#include "core/lock.h"
 #include "core/thread.h"
 
 #define TFA_PTR_SHARDS_LG  5
@@ -106,7 +106,7 @@ tfa_record_unpack(const tfa_record_t *r, tfa_alloc_info_t *i)
 }
 
 typedef struct tfa_ptr_shard_s {
-	tfa_spinlock_t lock;
+	tfa_lock_t lock;
 	uint32_t lg_cap; /* 0: nothing mapped yet */
 	uint64_t count;  /* live records */
 	uint64_t used;   /* live records and tombstones */
@@ -182,7 +182,7 @@ tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .locked = false };
 
 	if (tfa_unlikely(!__libc_single_threaded) && tfa_likely(!tfa_tls.holds_all_locks)) {
-		tfa_spin_lock(&h.shard->lock);
+		tfa_lock(&h.shard->lock);
 		h.locked = true;
 	}
 	return h;
@@ -192,7 +192,7 @@ static TFA_ALWAYS_INLINE void
 tfa_ptr_table_release(tfa_ptr_held_t h)
 {
 	if (h.locked)
-		tfa_spin_unlock(&h.shard->lock);
+		tfa_unlock(&h.shard->lock);
 }
 
 /* The out-of-line part of an insert: the first mapping, growth, rehash, a full shard. */

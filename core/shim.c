@@ -73,7 +73,7 @@ struct error_row {
 	uint64_t count;
 };
 
-static tfa_spinlock_t errors_lock = TFA_SPINLOCK_INIT;
+static tfa_lock_t errors_lock = TFA_LOCK_INIT;
 static struct error_row *error_rows; /* arena memory, MAX_ERROR_ROWS */
 static size_t nerror_rows;
 static uint64_t error_totals[TFA_ERRC_FIELD_COUNT];
@@ -101,7 +101,7 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 {
 	bool print;
 
-	tfa_spin_lock(&errors_lock);
+	tfa_lock(&errors_lock);
 	error_totals[kind - 1]++;
 	struct error_row *row = NULL;
 	if (error_rows == NULL)
@@ -124,7 +124,7 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 	else
 		error_totals[TFA_ERRC_NOT_RECORDED]++;
 	print = errors_printed[kind]++ < opts.max_errors;
-	tfa_spin_unlock(&errors_lock);
+	tfa_unlock(&errors_lock);
 
 	if (print) {
 		switch (kind) {
@@ -486,7 +486,7 @@ leak_visit(void *arg, const tfa_record_t *rec)
 
 static uint8_t out_buf[64 << 10];
 static uint8_t rec_buf[64 << 10];
-static tfa_spinlock_t profile_lock = TFA_SPINLOCK_INIT;
+static tfa_lock_t profile_lock = TFA_LOCK_INIT;
 static char profile_path[TFA_OPT_STR_MAX + 128];
 
 /* Keeps a file name safe: letters, digits, '.', '_' and '-'. */
@@ -587,7 +587,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 
 	uint64_t totals[TFA_ERRC_FIELD_COUNT];
 	char detail[160];
-	tfa_spin_lock(&errors_lock);
+	tfa_lock(&errors_lock);
 	memcpy(totals, error_totals, sizeof(totals));
 	for (size_t i = 0; i < nerror_rows; i++) {
 		const struct error_row *row = &error_rows[i];
@@ -607,7 +607,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 		tfa_pw_str(w, detail);
 		tfa_pw_end(w);
 	}
-	tfa_spin_unlock(&errors_lock);
+	tfa_unlock(&errors_lock);
 	tfa_pw_begin(w, TFA_REC_ERROR_TOTALS);
 	tfa_pw_counts(w, totals, TFA_ERRC_FIELD_COUNT);
 	tfa_pw_end(w);
@@ -650,7 +650,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 
 	tfa_tls.in_shim++;
 	tfa_guard_enter();
-	tfa_spin_lock(&profile_lock);
+	tfa_lock(&profile_lock);
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leaks.groups = tfa_arena_map(groups_bytes);
 	if (leaks.groups != NULL)
@@ -673,7 +673,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	if ((!opts.quiet && end_reason != TFA_END_EXEC) || err != 0)
 		print_summary(&st, &leaks, err);
 	tfa_arena_unmap(leaks.groups, groups_bytes);
-	tfa_spin_unlock(&profile_lock);
+	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	tfa_tls.in_shim--;
 	return err;
@@ -709,11 +709,11 @@ tfa_shim_exec_failed(void)
 {
 	/* The process goes on: its profile is not final, and its name is free again. */
 	tfa_guard_enter();
-	tfa_spin_lock(&profile_lock);
+	tfa_lock(&profile_lock);
 	if (profile_path[0] != '\0')
 		unlink(profile_path);
 	profile_path[0] = '\0';
-	tfa_spin_unlock(&profile_lock);
+	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
 }
@@ -825,8 +825,8 @@ install_signal_handlers(void)
 void
 tfa_shim_prefork(void)
 {
-	tfa_spin_lock(&profile_lock);
-	tfa_spin_lock(&errors_lock);
+	tfa_lock(&profile_lock);
+	tfa_lock(&errors_lock);
 	tfa_ptr_table_prefork(&process_table);
 	tfa_thread_prefork();
 	tfa_arena_prefork();
@@ -841,8 +841,8 @@ tfa_shim_postfork_parent(void)
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
-	tfa_spin_unlock(&errors_lock);
-	tfa_spin_unlock(&profile_lock);
+	tfa_unlock(&errors_lock);
+	tfa_unlock(&profile_lock);
 }
 
 void
@@ -852,8 +852,8 @@ tfa_shim_postfork_child(void)
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);
-	tfa_spin_init(&errors_lock);
-	tfa_spin_init(&profile_lock);
+	tfa_lock_init(&errors_lock);
+	tfa_lock_init(&profile_lock);
 	/* The child is a process of its own: its own identity and profile file. */
 	proc.ppid = proc.pid;
 	proc.pid = getpid();

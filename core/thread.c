@@ -9,14 +9,14 @@
 
 TFA_TLS tfa_tls_t tfa_tls;
 tfa_thread_rec_t tfa_orphan_rec;
-tfa_spinlock_t tfa_orphan_lock = TFA_SPINLOCK_INIT;
+tfa_lock_t tfa_orphan_lock = TFA_LOCK_INIT;
 
 struct slot_owner {
 	tfa_slot_flush_fn flush;
 	void *ctx;
 };
 
-static tfa_spinlock_t threads_lock = TFA_SPINLOCK_INIT; /* free list, slots */
+static tfa_lock_t threads_lock = TFA_LOCK_INIT; /* free list, slots */
 static tfa_thread_rec_t *all_recs;
 static tfa_thread_rec_t *free_recs;
 static uint32_t next_index;
@@ -43,13 +43,13 @@ tfa_thread_register_slow(void)
 
 	tfa_thread_rec_t *r;
 
-	tfa_spin_lock(&threads_lock);
+	tfa_lock(&threads_lock);
 	r = free_recs;
 	if (r != NULL)
 		free_recs = r->next_free;
 	uint32_t index = ++next_index & 0xffffff;
 	live_count++;
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&threads_lock);
 
 	if (r == NULL) {
 		r = tfa_arena_alloc(sizeof(*r));
@@ -89,7 +89,7 @@ thread_exit_hook(void *arg)
 
 	if (r == NULL || r != tfa_tls.rec)
 		return;
-	tfa_spin_lock(&threads_lock);
+	tfa_lock(&threads_lock);
 	for (int s = 0; s < TFA_MAX_STAT_SLOTS; s++) {
 		if (slot_owners[s].flush != NULL)
 			slot_owners[s].flush(slot_owners[s].ctx, &r->slots[s]);
@@ -100,7 +100,7 @@ thread_exit_hook(void *arg)
 	r->next_free = free_recs;
 	free_recs = r;
 	live_count--;
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&threads_lock);
 	tfa_tls.rec = &tfa_orphan_rec;
 	tfa_tls.state = TFA_TLS_RETIRED;
 }
@@ -110,7 +110,7 @@ tfa_thread_slot_acquire(tfa_slot_flush_fn flush, void *ctx)
 {
 	int found = -ENOSPC;
 
-	tfa_spin_lock(&threads_lock);
+	tfa_lock(&threads_lock);
 	for (int s = TFA_SLOT_PROCESS + 1; s < TFA_MAX_STAT_SLOTS; s++) {
 		if (slot_owners[s].flush == NULL) {
 			slot_owners[s].flush = flush;
@@ -119,17 +119,17 @@ tfa_thread_slot_acquire(tfa_slot_flush_fn flush, void *ctx)
 			break;
 		}
 	}
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&threads_lock);
 	return found;
 }
 
 void
 tfa_thread_slot_set_process_flush(tfa_slot_flush_fn flush, void *ctx)
 {
-	tfa_spin_lock(&threads_lock);
+	tfa_lock(&threads_lock);
 	slot_owners[TFA_SLOT_PROCESS].flush = flush;
 	slot_owners[TFA_SLOT_PROCESS].ctx = ctx;
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&threads_lock);
 }
 
 void
@@ -137,14 +137,14 @@ tfa_thread_slot_release(int slot)
 {
 	if (slot <= TFA_SLOT_PROCESS || slot >= TFA_MAX_STAT_SLOTS)
 		return;
-	tfa_spin_lock(&threads_lock);
+	tfa_lock(&threads_lock);
 	for (tfa_thread_rec_t *r = __atomic_load_n(&all_recs, __ATOMIC_ACQUIRE); r != NULL;
 	     r = r->next_all)
 		memset(&r->slots[slot], 0, sizeof(r->slots[slot]));
 	memset(&tfa_orphan_rec.slots[slot], 0, sizeof(tfa_orphan_rec.slots[slot]));
 	slot_owners[slot].flush = NULL;
 	slot_owners[slot].ctx = NULL;
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&threads_lock);
 }
 
 void
@@ -165,22 +165,22 @@ tfa_thread_live_count(void)
 void
 tfa_thread_prefork(void)
 {
-	tfa_spin_lock(&threads_lock);
-	tfa_spin_lock(&tfa_orphan_lock);
+	tfa_lock(&threads_lock);
+	tfa_lock(&tfa_orphan_lock);
 }
 
 void
 tfa_thread_postfork_parent(void)
 {
-	tfa_spin_unlock(&tfa_orphan_lock);
-	tfa_spin_unlock(&threads_lock);
+	tfa_unlock(&tfa_orphan_lock);
+	tfa_unlock(&threads_lock);
 }
 
 void
 tfa_thread_postfork_child(void)
 {
-	tfa_spin_init(&tfa_orphan_lock);
-	tfa_spin_init(&threads_lock);
+	tfa_lock_init(&tfa_orphan_lock);
+	tfa_lock_init(&threads_lock);
 	/*
 	 * Only the forking thread exists in the child.  The other records keep
 	 * their counts (the child inherited what those threads allocated) but

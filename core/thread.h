@@ -22,7 +22,7 @@
 #include <sys/types.h>
 
 #include "core/common.h"
-#include "core/spinlock.h"
+#include "core/lock.h"
 
 #define TFA_MAX_STAT_SLOTS 4
 
@@ -65,7 +65,7 @@ typedef struct tfa_tls_s {
 
 extern TFA_TLS tfa_tls_t tfa_tls;
 extern tfa_thread_rec_t tfa_orphan_rec;
-extern tfa_spinlock_t tfa_orphan_lock;
+extern tfa_lock_t tfa_orphan_lock;
 
 /* Slot 0 belongs to the process's tracker, which exists before any constructor runs. */
 #define TFA_SLOT_PROCESS 0

@@ -54,7 +54,7 @@ raise_peak(int64_t *peak, int64_t now)
 
 typedef struct slot_ref_s {
 	tfa_stat_slot_t *slot;
-	tfa_spinlock_t *lock; /* held while the slot is shared */
+	tfa_lock_t *lock; /* held while the slot is shared */
 	uint32_t thread;
 } slot_ref_t;
 
@@ -67,7 +67,7 @@ slot_enter(tfa_tracking_allocator_t *ta)
 		ref.slot = &ta->shared;
 		ref.lock = &ta->shared_lock;
 		ref.thread = 0;
-		tfa_spin_lock(ref.lock);
+		tfa_lock(ref.lock);
 		if (tfa_tls.rec != NULL)
 			ref.thread = tfa_thread_index(tfa_tls.rec);
 		return ref;
@@ -78,7 +78,7 @@ slot_enter(tfa_tracking_allocator_t *ta)
 	ref.lock = NULL;
 	if (tfa_unlikely(rec == &tfa_orphan_rec)) {
 		ref.lock = &tfa_orphan_lock;
-		tfa_spin_lock(ref.lock);
+		tfa_lock(ref.lock);
 	}
 	return ref;
 }
@@ -87,7 +87,7 @@ static inline void
 slot_exit(slot_ref_t ref)
 {
 	if (tfa_unlikely(ref.lock != NULL))
-		tfa_spin_unlock(ref.lock);
+		tfa_unlock(ref.lock);
 }
 
 void
@@ -667,9 +667,9 @@ merged_slot(tfa_tracking_allocator_t *ta)
 	struct merge_ctx m = { .slot = ta->slot };
 
 	if (ta->slot < 0) {
-		tfa_spin_lock(&ta->shared_lock);
+		tfa_lock(&ta->shared_lock);
 		m.sum = ta->shared;
-		tfa_spin_unlock(&ta->shared_lock);
+		tfa_unlock(&ta->shared_lock);
 		return m.sum;
 	}
 	tfa_thread_foreach(merge_rec, &m);
@@ -735,9 +735,9 @@ tracking_clear_stats(tfa_allocator_t *self)
 
 	tfa_tracking_allocator_get_stats(ta, &st);
 	if (ta->slot < 0) {
-		tfa_spin_lock(&ta->shared_lock);
+		tfa_lock(&ta->shared_lock);
 		clear_slot(&ta->shared);
-		tfa_spin_unlock(&ta->shared_lock);
+		tfa_unlock(&ta->shared_lock);
 	} else {
 		tfa_thread_foreach(clear_rec, &ta->slot);
 	}

@@ -32,7 +32,7 @@
 
 #include "core/allocator.h"
 #include "core/ptr_table.h"
-#include "core/spinlock.h"
+#include "core/lock.h"
 #include "core/thread.h"
 
 #define TFA_MAX_BACKENDS       8
@@ -56,7 +56,7 @@ typedef struct tfa_tracking_allocator_s {
 	int64_t allocated_peak;
 	uint64_t next_id TFA_ALIGNED_CACHELINE;
 
-	tfa_spinlock_t shared_lock TFA_ALIGNED_CACHELINE;
+	tfa_lock_t shared_lock TFA_ALIGNED_CACHELINE;
 	tfa_stat_slot_t shared; /* slot == -1 */
 } tfa_tracking_allocator_t;
 

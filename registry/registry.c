@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "core/spinlock.h"
+#include "core/lock.h"
 
 struct entry {
 	tfa_registration_t reg;
@@ -14,7 +14,7 @@ struct entry {
 	bool tried[TFA_REGISTRY_ORDINALS];
 };
 
-static tfa_spinlock_t registry_lock = TFA_SPINLOCK_INIT;
+static tfa_lock_t registry_lock = TFA_LOCK_INIT;
 static struct entry entries[TFA_REGISTRY_MAX];
 static size_t nentries;
 
@@ -26,7 +26,7 @@ tfa_registry_register(const tfa_registration_t *reg)
 	if (reg == NULL || reg->name == NULL || reg->name[0] == '\0' || reg->create == NULL
 	    || reg->device < 0 || reg->device >= TFA_DEVICE_TYPE_COUNT)
 		return -EINVAL;
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	for (size_t i = 0; i < nentries; i++) {
 		const tfa_registration_t *e = &entries[i].reg;
 		if (e->device == reg->device && e->priority == reg->priority
@@ -43,7 +43,7 @@ tfa_registry_register(const tfa_registration_t *reg)
 	entries[nentries].reg = *reg;
 	nentries++;
 out_unlock:
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	return ret;
 }
 
@@ -56,20 +56,20 @@ instance(size_t i, int ordinal)
 {
 	if (ordinal < 0 || ordinal >= TFA_REGISTRY_ORDINALS)
 		return NULL;
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	struct entry *e = &entries[i];
 	bool tried = e->tried[ordinal];
 	tfa_allocator_t *a = e->instances[ordinal];
 	tfa_allocator_t *(*create)(int) = e->reg.create;
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	if (tried)
 		return a;
 
 	a = create(ordinal);
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	e->instances[ordinal] = a;
 	e->tried[ordinal] = true;
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	return a;
 }
 
@@ -85,7 +85,7 @@ best(tfa_device_type_t device, int ordinal, const char *name, const tfa_allocato
 	for (;;) {
 		size_t pick = SIZE_MAX;
 
-		tfa_spin_lock(&registry_lock);
+		tfa_lock(&registry_lock);
 		for (size_t i = 0; i < nentries; i++) {
 			const tfa_registration_t *r = &entries[i].reg;
 			if (skipped[i] || r->device != device)
@@ -97,7 +97,7 @@ best(tfa_device_type_t device, int ordinal, const char *name, const tfa_allocato
 			if (pick == SIZE_MAX || r->priority > entries[pick].reg.priority)
 				pick = i;
 		}
-		tfa_spin_unlock(&registry_lock);
+		tfa_unlock(&registry_lock);
 		if (pick == SIZE_MAX)
 			return NULL;
 		tfa_allocator_t *a = instance(pick, ordinal);
@@ -135,14 +135,14 @@ tfa_registry_get_registered_allocator(const char *name, int priority)
 
 	if (name == NULL)
 		return NULL;
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	for (size_t i = 0; i < nentries; i++) {
 		if (entries[i].reg.priority == priority && strcmp(entries[i].reg.name, name) == 0) {
 			pick = i;
 			break;
 		}
 	}
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	return pick == SIZE_MAX ? NULL : instance(pick, 0);
 }
 
@@ -153,10 +153,10 @@ tfa_registry_has_name(tfa_device_type_t device, const char *name)
 
 	if (name == NULL)
 		return false;
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	for (size_t i = 0; i < nentries && !found; i++)
 		found = entries[i].reg.device == device && strcmp(entries[i].reg.name, name) == 0;
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	return found;
 }
 
@@ -168,7 +168,7 @@ tfa_registry_names(tfa_device_type_t device, char *buf, size_t size)
 
 	if (size > 0)
 		buf[0] = '\0';
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	for (;;) {
 		size_t pick = SIZE_MAX;
 		for (size_t i = 0; i < nentries; i++) {
@@ -187,7 +187,7 @@ tfa_registry_names(tfa_device_type_t device, char *buf, size_t size)
 		len += tfa_snprintf(buf + TFA_MIN(len, size), size - TFA_MIN(len, size), "%s%s",
 				    len == 0 ? "" : ", ", entries[pick].reg.name);
 	}
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 	return len;
 }
 
@@ -206,8 +206,8 @@ tfa_registry_entry(size_t i)
 void
 tfa_registry_reset(void)
 {
-	tfa_spin_lock(&registry_lock);
+	tfa_lock(&registry_lock);
 	memset(entries, 0, sizeof(entries));
 	nentries = 0;
-	tfa_spin_unlock(&registry_lock);
+	tfa_unlock(&registry_lock);
 }
