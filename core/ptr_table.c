@@ -44,17 +44,54 @@ place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 }
 
 /*
- * Maps the shard, doubles it when more than half is live, or else rehashes it
- * at the same size to drop its tombstones.  Returns 0 or -ENOMEM.
- * REQUIRES: shard locked.
+ * Drops a shard's tombstones in place: no new mapping, so no munmap whose TLB
+ * shootdown would interrupt every other core (under churn, tombstones fill a
+ * shard every few hundred frees).  Starting after a slot that was empty
+ * before (no probe sequence crosses it), each record is taken out and put
+ * back from its home slot, in order, as linear probing would place it.
+ */
+static void
+shard_purge(tfa_ptr_shard_t *s)
+{
+	uint64_t cap = (uint64_t)1 << s->lg_cap;
+	uint64_t mask = cap - 1;
+	uint64_t start = 0;
+
+	while (s->slots[start].ptr != 0)
+		start++; /* exists: used < cap always */
+	for (uint64_t i = 0; i < cap; i++)
+		if (s->slots[i].ptr == TOMBSTONE)
+			s->slots[i].ptr = 0;
+	for (uint64_t k = 1; k < cap; k++) {
+		uint64_t j = (start + k) & mask;
+		if (s->slots[j].ptr == 0)
+			continue;
+		tfa_record_t rec = s->slots[j];
+		s->slots[j].ptr = 0;
+		uint64_t i = slot_of(ptr_hash((uintptr_t)rec.ptr), s->lg_cap);
+		while (s->slots[i].ptr != 0)
+			i = (i + 1) & mask;
+		s->slots[i] = rec;
+	}
+	s->used = s->count;
+}
+
+/*
+ * Maps the shard, doubles it when more than half is live, or else purges its
+ * tombstones in place.  Returns 0 or -ENOMEM.  REQUIRES: shard locked.
  */
 static int
 shard_rehash(tfa_ptr_shard_t *s)
 {
 	uint32_t new_lg = LG_CAP_INITIAL;
 
-	if (s->lg_cap != 0)
-		new_lg = (s->count + 1) * 2 > ((uint64_t)1 << s->lg_cap) ? s->lg_cap + 1 : s->lg_cap;
+	if (s->lg_cap != 0) {
+		if ((s->count + 1) * 2 <= ((uint64_t)1 << s->lg_cap)) {
+			shard_purge(s);
+			return 0;
+		}
+		new_lg = s->lg_cap + 1;
+	}
 	size_t new_bytes = sizeof(tfa_record_t) << new_lg;
 	tfa_record_t *fresh = tfa_arena_map(new_bytes);
 
