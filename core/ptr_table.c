@@ -77,7 +77,7 @@ shard_purge(tfa_ptr_shard_t *s)
 }
 
 /*
- * Maps the shard, doubles it when more than half is live, or else purges its
+ * Maps the shard, doubles it when more than 3/4 is live, or else purges its
  * tombstones in place.  Returns 0 or -ENOMEM.  REQUIRES: shard locked.
  */
 static int
@@ -86,7 +86,7 @@ shard_rehash(tfa_ptr_shard_t *s)
 	uint32_t new_lg = LG_CAP_INITIAL;
 
 	if (s->lg_cap != 0) {
-		if ((s->count + 1) * 2 <= ((uint64_t)1 << s->lg_cap)) {
+		if ((s->count + 1) * 4 <= ((uint64_t)3 << s->lg_cap)) {
 			shard_purge(s);
 			return 0;
 		}
