@@ -111,48 +111,14 @@ shard_rehash(tfa_ptr_shard_t *s)
 }
 
 int
-tfa_ptr_held_insert_slow(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
+tfa_ptr_shard_make_room(tfa_ptr_shard_t *s)
 {
-	tfa_ptr_shard_t *s = held.shard;
-	uint64_t h = ptr_hash((uintptr_t)rec->ptr);
-
-	/* Without memory for a rehash the slots left still serve, but one stays empty. */
-	bool room = true;
-	if (s->lg_cap == 0 || TFA_PTR_OVERLOADED(s)) {
-		if (shard_rehash(s) != 0) {
-			if (s->lg_cap == 0)
-				return -ENOMEM;
-			room = s->used + 1 < ((uint64_t)1 << s->lg_cap);
-		}
-	}
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = slot_of(h, s->lg_cap);
-	tfa_record_t *reuse = NULL;
-	for (;;) {
-		tfa_record_t *slot = &s->slots[i];
-		uint64_t key = slot->ptr;
-		if (key == 0)
-			break;
-		if (key == TOMBSTONE) {
-			if (reuse == NULL)
-				reuse = slot;
-		} else if (key == rec->ptr) {
-			if (replaced != NULL)
-				*replaced = *slot;
-			*slot = *rec;
-			return 1;
-		}
-		i = (i + 1) & mask;
-	}
-	if (reuse == NULL) {
-		if (!room)
-			return -ENOMEM; /* only a tombstone could have taken it */
-		reuse = &s->slots[i];
-		s->used++;
-	}
-	*reuse = *rec;
-	s->count++;
-	return 0;
+	if (shard_rehash(s) == 0)
+		return 0;
+	if (s->lg_cap == 0)
+		return -ENOMEM;
+	/* Without memory the slots left still serve, but one stays empty. */
+	return s->used + 1 < ((uint64_t)1 << s->lg_cap) ? 0 : 1;
 }
 
 int

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <errno.h>
 #include <sys/single_threaded.h>
 
 #include "core/common.h"
@@ -197,9 +198,12 @@ tfa_ptr_table_release(tfa_ptr_held_t h)
 		tfa_unlock(&h.shard->lock);
 }
 
-/* The out-of-line part of an insert: the first mapping, growth, rehash, a full shard. */
-int tfa_ptr_held_insert_slow(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *replaced)
-	TFA_MUST_CHECK;
+/*
+ * The out-of-line part of an insert into an overloaded shard: maps, grows or
+ * purges it.  Returns 0, 1 when no memory could be had and only a tombstone
+ * may take the record (one slot must stay empty), or -ENOMEM.
+ */
+int tfa_ptr_shard_make_room(tfa_ptr_shard_t *s) TFA_MUST_CHECK;
 
 /*
  * As tfa_ptr_table_insert, on a held shard.  REQUIRES: h holds rec->ptr's
@@ -209,9 +213,14 @@ static TFA_ALWAYS_INLINE int
 tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
 {
 	tfa_ptr_shard_t *s = held.shard;
+	bool room = true;
 
-	if (tfa_unlikely(s->lg_cap == 0 || TFA_PTR_OVERLOADED(s)))
-		return tfa_ptr_held_insert_slow(held, rec, replaced);
+	if (tfa_unlikely(s->lg_cap == 0 || TFA_PTR_OVERLOADED(s))) {
+		int r = tfa_ptr_shard_make_room(s);
+		if (r < 0)
+			return r;
+		room = r == 0;
+	}
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
 	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash((uintptr_t)rec->ptr), s->lg_cap);
 	tfa_record_t *reuse = NULL;
@@ -232,6 +241,8 @@ tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *
 		i = (i + 1) & mask;
 	}
 	if (reuse == NULL) {
+		if (tfa_unlikely(!room))
+			return -ENOMEM;
 		reuse = &s->slots[i];
 		s->used++;
 	}

@@ -11,6 +11,7 @@
  * these frames.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,8 +99,11 @@ cxx_new(size_t size, size_t alignment, uint8_t kind, bool nothrow)
 static void
 cxx_delete(void *ptr, uint8_t kind)
 {
-	if (ptr != NULL)
-		tfa_shim_free(ptr, kind);
+	if (ptr == NULL)
+		return;
+	int saved_errno = errno;
+	tfa_shim_free(ptr, kind);
+	errno = saved_errno;
 }
 
 #define NEW_KIND    TFA_KIND_NEW
