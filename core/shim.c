@@ -228,15 +228,12 @@ void *
 tfa_shim_realloc(void *ptr, size_t nbytes)
 {
 	int r;
+	tfa_alloc_info_t old;
 
 	shim_enter();
-	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r);
-	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM)) {
-		tfa_alloc_info_t info = { .kind = TFA_KIND_NEW };
-		if (r == TFA_FREE_MISMATCH)
-			(void)tfa_tracking_lookup(&cpu_tracker, q, &info);
-		report_free_result(r, ptr, TFA_KIND_MALLOC, &info);
-	}
+	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r, &old);
+	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM))
+		report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
 	shim_exit();
 	return q;
 }

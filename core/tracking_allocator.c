@@ -483,7 +483,8 @@ realloc_uncount_old(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, size_t req
 }
 
 void *
-tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result)
+tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result,
+			tfa_alloc_info_t *old_info)
 {
 	tfa_record_t rec;
 	tfa_alloc_info_t info;
@@ -502,6 +503,8 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 	bool found = tfa_ptr_held_remove(held, (uintptr_t)ptr, &rec);
 	if (tfa_likely(found)) {
 		tfa_record_unpack(&rec, &info);
+		if (old_info != NULL)
+			*old_info = info;
 		b = tfa_tracking_allocator_backend(ta, info.backend);
 		alignment = align_of_lg(info.lg_align);
 		internal = info.kind == TFA_KIND_INTERNAL;
@@ -822,7 +825,7 @@ tracking_reallocate_raw(tfa_allocator_t *self, void *ptr, size_t old_size, size_
 {
 	(void)old_size;
 	(void)alignment;
-	return tfa_tracking_reallocate(tracker_of(self), ptr, nbytes, NULL);
+	return tfa_tracking_reallocate(tracker_of(self), ptr, nbytes, NULL, NULL);
 }
 
 const tfa_allocator_ops_t tfa_tracking_allocator_ops = {

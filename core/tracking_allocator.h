@@ -121,8 +121,10 @@ int tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kin
 /*
  * realloc: resizes ptr (REQUIRES: ptr != NULL, nbytes > 0) within the backend
  * that owns it.  Returns the new pointer, or NULL with *result saying why.
+ * *old (when not NULL) receives ptr's record as it was, when ptr was known.
  */
-void *tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result);
+void *tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result,
+			      tfa_alloc_info_t *old);
 
 /* Looks ptr up; false when the tracker did not hand it out. */
 bool tfa_tracking_lookup(tfa_tracking_allocator_t *ta, const void *ptr, tfa_alloc_info_t *info);

@@ -411,7 +411,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	tfa_test_counts_t before = counts(&exact);
 
 	/* 40 -> 80 would make 110 bytes in use. */
-	void *r = tfa_tracking_reallocate(&ta, p, 80, &result);
+	void *r = tfa_tracking_reallocate(&ta, p, 80, &result, NULL);
 	ck_assert_ptr_null(r);
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	tfa_alloc_info_t info;
@@ -426,7 +426,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	ck_assert_uint_eq(counts(&exact).live_blocks, 2);
 
 	/* 40 -> 70 fits exactly. */
-	unsigned char *s = tfa_tracking_reallocate(&ta, p, 70, &result);
+	unsigned char *s = tfa_tracking_reallocate(&ta, p, 70, &result, NULL);
 	ck_assert_ptr_nonnull(s);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 40; k++)
@@ -434,7 +434,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	expect_stats(3, 1, 1, 100, 100, 70, 140);
 
 	/* Shrinking always fits. */
-	s = tfa_tracking_reallocate(&ta, s, 10, &result);
+	s = tfa_tracking_reallocate(&ta, s, 10, &result, NULL);
 	ck_assert_ptr_nonnull(s);
 	expect_stats(4, 2, 2, 40, 100, 70, 150);
 	tfa_tracking_deallocate(&ta, s, TFA_KIND_MALLOC, NULL);
@@ -465,7 +465,7 @@ START_TEST(test_tracking_allocator_double_and_invalid_free)
 	memset(&info, 0x5a, sizeof(info));
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, p, TFA_KIND_MALLOC, &info), TFA_FREE_DOUBLE);
 	ck_assert_uint_eq(info.ptr, (uintptr_t)p);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 10, &result));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 10, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_DOUBLE);
 
 	/* A heap pointer the tracker never handed out: invalid. */
@@ -476,7 +476,7 @@ START_TEST(test_tracking_allocator_double_and_invalid_free)
 	ck_assert_uint_eq(info.ptr, (uintptr_t)(foreign + 32));
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, foreign, TFA_KIND_NEW, NULL),
 	                 TFA_FREE_INVALID);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, foreign, 10, &result));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, foreign, 10, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_INVALID);
 	int on_stack;
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, &on_stack, TFA_KIND_MALLOC, NULL),
@@ -529,11 +529,15 @@ START_TEST(test_tracking_allocator_mismatched_kind)
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, p, TFA_KIND_NEW, &info), TFA_FREE_MISMATCH);
 	ck_assert_uint_eq(info.kind, TFA_KIND_MALLOC);
 
-	/* realloc of memory from new: resized, reported as a mismatch. */
+	/* realloc of memory from new: resized, reported as a mismatch naming the maker. */
 	p = tfa_tracking_allocate(&ta, 0, 8, &as_new);
-	void *q = tfa_tracking_reallocate(&ta, p, 16, &result);
+	tfa_alloc_info_t old;
+	void *q = tfa_tracking_reallocate(&ta, p, 16, &result, &old);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_MISMATCH);
+	ck_assert_uint_eq(old.kind, TFA_KIND_NEW);
+	ck_assert_uint_eq(old.ptr, (uintptr_t)p);
+	ck_assert_uint_eq(old.requested, 8);
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, q, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
 
 	ck_assert_uint_eq(counts(&exact).live_blocks, 0);
@@ -558,7 +562,7 @@ START_TEST(test_tracking_allocator_internal_not_counted)
 	expect_allocated(0, 0, 0);
 
 	/* Resizing keeps it internal. */
-	void *q = tfa_tracking_reallocate(&ta, p, 5000, &result);
+	void *q = tfa_tracking_reallocate(&ta, p, 5000, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	ck_assert(tfa_tracking_lookup(&ta, q, &info));
@@ -598,7 +602,7 @@ START_TEST(test_tracking_allocator_realloc)
 	ck_assert_int_eq(tfa_allocator_allocation_id(base(), p), 1);
 
 	/* Grow: one realloc = one free + one alloc; in use changes by the difference. */
-	unsigned char *q = tfa_tracking_reallocate(&ta, p, 300, &result);
+	unsigned char *q = tfa_tracking_reallocate(&ta, p, 300, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 100; k++)
@@ -613,7 +617,7 @@ START_TEST(test_tracking_allocator_realloc)
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
 
 	/* Shrink. */
-	unsigned char *r = tfa_tracking_reallocate(&ta, q, 50, &result);
+	unsigned char *r = tfa_tracking_reallocate(&ta, q, 50, &result, NULL);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 50; k++)
@@ -641,12 +645,12 @@ START_TEST(test_tracking_allocator_realloc_allocated_bytes)
 	tracker_init(&rounding.base, true);
 	void *p = tfa_tracking_allocate(&ta, 0, 5, NULL);
 	expect_allocated(16, 16, 16);
-	void *q = tfa_tracking_reallocate(&ta, p, 17, &result);
+	void *q = tfa_tracking_reallocate(&ta, p, 17, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	expect_stats(2, 1, 1, 17, 17, 17, 22);
 	expect_allocated(32, 32, 48);
 	ck_assert_uint_eq(tfa_allocator_allocated_size(base(), q), 32);
-	q = tfa_tracking_reallocate(&ta, q, 3, &result);
+	q = tfa_tracking_reallocate(&ta, q, 3, &result, NULL);
 	expect_allocated(16, 32, 64);
 	tfa_tracking_deallocate(&ta, q, TFA_KIND_MALLOC, NULL);
 	expect_allocated(0, 32, 64);
@@ -739,7 +743,7 @@ START_TEST(test_tracking_allocator_set_backend)
 	ck_assert_uint_eq(a.deallocate_raw + a.deallocate_raw_sized, 1);
 	ck_assert_uint_eq(b.deallocate_raw + b.deallocate_raw_sized, 0);
 
-	void *pa3 = tfa_tracking_reallocate(&ta, pa2, 200, &result);
+	void *pa3 = tfa_tracking_reallocate(&ta, pa2, 200, &result, NULL);
 	ck_assert_ptr_nonnull(pa3);
 	ck_assert(tfa_test_backend_owns(&spy_a, pa3));
 	ck_assert(tfa_tracking_lookup(&ta, pa3, &info));
@@ -964,7 +968,7 @@ START_TEST(test_tracking_allocator_backend_failure)
 	/* A failed realloc leaves the block, its record and the stats. */
 	before = stats();
 	tfa_faultsim_config(&fs, 0, 1);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 1000, &result));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 1000, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	after = stats();
 	ck_assert_mem_eq(&before, &after, sizeof(before));
@@ -1003,7 +1007,7 @@ START_TEST(test_tracking_allocator_backend_failure_with_limit)
 	ck_assert_int_eq(after.peak_bytes_in_use, before.peak_bytes_in_use);
 
 	tfa_faultsim_config(&fs, 0, 1);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, keep, 800, &result));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, keep, 800, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	after = stats();
 	ck_assert_int_eq(after.bytes_in_use, 100);
@@ -1049,7 +1053,7 @@ faultsim_scenario(tfa_faultsim_t *fs, long n, long repeat, uint64_t *failures)
 		if (p[k] == NULL)
 			continue;
 		size_t old = (size_t)(k + 1) * 10;
-		void *q = tfa_tracking_reallocate(&ta, p[k], old * 5, &result);
+		void *q = tfa_tracking_reallocate(&ta, p[k], old * 5, &result, NULL);
 		if (q == NULL) {
 			ck_assert_int_eq(result, TFA_FREE_NOMEM);
 			ck_assert(tfa_tracking_lookup(&ta, p[k], NULL));
@@ -1126,7 +1130,7 @@ START_TEST(test_tracking_allocator_table_oom_degrades)
 		if (!tfa_tracking_lookup(&ta, p[k], NULL))
 			unrecorded = k;
 	ck_assert_int_ge(unrecorded, 0);
-	unsigned char *q = tfa_tracking_reallocate(&ta, p[unrecorded], 4000, &result);
+	unsigned char *q = tfa_tracking_reallocate(&ta, p[unrecorded], 4000, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	for (int k = 0; k < 24; k++)
 		ck_assert_uint_eq(q[k], 0x33);
