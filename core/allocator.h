@@ -38,6 +38,13 @@ typedef enum tfa_device_type_e {
 /* "cpu", "cuda", or "unknown". */
 const char *tfa_device_type_name(tfa_device_type_t t);
 
+/*
+ * The alignment every host backend gives every block, whatever its size.
+ * glibc gives 16, but jemalloc's 8-byte class is aligned to 8 only: an
+ * alignment above this must reach the backend, which maps it to its own rules.
+ */
+#define TFA_MIN_HOST_ALIGNMENT 8
+
 /* ---- AllocatorAttributes ---------------------------------------------------------------- */
 
 typedef struct tfa_allocator_attrs_s {

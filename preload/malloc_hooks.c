@@ -9,12 +9,11 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "core/allocator.h"
 #include "core/common.h"
 #include "core/ptr_table.h"
 #include "core/shim.h"
 
-/* glibc's MALLOC_ALIGNMENT on x86-64: smaller alignments are plain mallocs. */
-#define DEFAULT_ALIGNMENT 16
 
 /* Declared here rather than through <stdlib.h>/<malloc.h> to keep their attributes off. */
 TFA_EXPORT void *malloc(size_t size);
@@ -100,8 +99,10 @@ reallocarray(void *ptr, size_t nmemb, size_t size)
 }
 
 /*
- * glibc's _mid_memalign: small alignments are plain mallocs, others round up
- * to a power of two; absurd ones are EINVAL.  Returns NULL with *err set.
+ * glibc's _mid_memalign argument rules: alignments that round up to a power
+ * of two, absurd ones are EINVAL.  Alignments every backend gives anyway are
+ * plain mallocs; the others reach the backend (glibc's own shortcut for 16
+ * does not hold for jemalloc's 8-byte blocks).  Returns NULL with *err set.
  */
 static void *
 aligned(size_t alignment, size_t size, int *err)
@@ -110,7 +111,7 @@ aligned(size_t alignment, size_t size, int *err)
 		*err = EINVAL;
 		return NULL;
 	}
-	if (alignment <= DEFAULT_ALIGNMENT)
+	if (alignment <= TFA_MIN_HOST_ALIGNMENT)
 		alignment = 0;
 	else if (!tfa_is_pow2(alignment))
 		alignment = tfa_pow2_ceil(alignment);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/allocator.h"
 #include "core/common.h"
 #include "core/log.h"
 #include "core/ptr_table.h"
@@ -26,8 +27,6 @@ typedef void (*new_handler_t)(void);
 
 /* preload/new_handler.cpp: calls h, false when it threw. */
 bool tfa_call_new_handler_nothrow(new_handler_t h);
-
-#define DEFAULT_ALIGNMENT 16
 
 static void *
 cxx_symbol(const char *name)
@@ -77,7 +76,7 @@ cxx_new(size_t size, size_t alignment, uint8_t kind, bool nothrow)
 			return NULL;
 		throw_bad_alloc();
 	}
-	if (alignment <= DEFAULT_ALIGNMENT)
+	if (alignment <= TFA_MIN_HOST_ALIGNMENT)
 		alignment = 0;
 	for (;;) {
 		void *p = tfa_shim_alloc(size, alignment, kind, false);

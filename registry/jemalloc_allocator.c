@@ -20,8 +20,8 @@
 
 #define JEMALLOC_SONAME "libjemalloc.so.2"
 #define MALLOCX_ZERO    0x40
-/* Alignments up to the size-class minimum need no flag. */
-#define JE_MIN_ALIGN    16
+/* jemalloc aligns every block to 8 (its smallest class); more needs a flag. */
+#define JE_MIN_ALIGN    TFA_MIN_HOST_ALIGNMENT
 
 struct jemalloc_api {
 	void *(*malloc)(size_t size);

@@ -133,6 +133,29 @@ main(int argc, char **argv)
 	void *m0 = memalign(0, 10); /* an alignment <= the default: a malloc */
 	TP_CHECK(m0 != NULL && tp_aligned(m0, 16), "memalign(0, 10) gave %p", m0);
 	tp_l_alloc(10);
+	/*
+	 * Small blocks at 16, all live at once: a backend's smallest class may
+	 * be aligned to 8 only, and consecutive small blocks then alternate.
+	 */
+	void *s16[8], *m16[8], *a16[8];
+	for (int i = 0; i < 8; i++) {
+		s16[i] = pm_ok(16, 8);
+		m16[i] = memalign(16, 4);
+		TP_CHECK(m16[i] != NULL && tp_aligned(m16[i], 16), "memalign(16, 4) gave %p", m16[i]);
+		tp_l_alloc(4);
+		a16[i] = aligned_alloc(16, 8);
+		TP_CHECK(a16[i] != NULL && tp_aligned(a16[i], 16), "aligned_alloc(16, 8) gave %p",
+		         a16[i]);
+		tp_l_alloc(8);
+	}
+	for (int i = 0; i < 8; i++) {
+		free(s16[i]);
+		tp_l_free(8);
+		free(m16[i]);
+		tp_l_free(4);
+		free(a16[i]);
+		tp_l_free(8);
+	}
 	void *m300 = memalign(300, 1000); /* rounded up to 512 */
 	TP_CHECK(m300 != NULL && tp_aligned(m300, 512), "memalign(300, 1000) gave %p", m300);
 	tp_l_alloc(1000);
