@@ -54,12 +54,13 @@ static struct {
 	uint64_t start_ns;
 	uint32_t flags;
 	bool exit_hooked; /* on_exit registered: the profile is written there */
-	int exit_status;
 	char command[TFA_PROF_MAX_STRING];
 	char exe[TFA_PROF_MAX_STRING];
 	char comm[64];
 	char outdir[TFA_OPT_STR_MAX];
 } proc;
+
+static bool take_final_write(void);
 
 /* ---- memory errors ----------------------------------------------------------------------- */
 
@@ -92,7 +93,7 @@ kind_call(uint8_t kind, bool allocating)
 	case TFA_KIND_DEVICE:
 		return allocating ? "a device allocation" : "a device free";
 	default:
-		return allocating ? "the runtime" : "the runtime";
+		return "the runtime";
 	}
 }
 
@@ -144,7 +145,7 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 	}
 	if (opts.abort_on_error) {
 		tfa_log("TFALLOC_ABORT_ON_ERROR is set: aborting");
-		if (tfa_shim_write_profile(TFA_END_SIGNAL, SIGABRT) != 0)
+		if (take_final_write() && tfa_shim_write_profile(TFA_END_SIGNAL, SIGABRT) != 0)
 			tfa_log("the profile could not be written before the abort");
 		abort();
 	}
@@ -194,19 +195,14 @@ shim_exit(void)
 void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
-	void *p;
+	tfa_allocation_attrs_t attrs = {
+		.zero_fill = zero,
+		/* A nested call (the guard is held) is the shim's or its dependencies'. */
+		.kind = tfa_unlikely(tfa_guard_active()) ? (uint8_t)TFA_KIND_INTERNAL : kind,
+	};
 
 	shim_enter();
-	if (tfa_likely(alignment == 0 && !zero && !tfa_guard_active())) {
-		p = tfa_tracking_malloc(&cpu_tracker, nbytes, kind);
-	} else {
-		tfa_allocation_attrs_t attrs = {
-			.zero_fill = zero,
-			/* A nested call (the guard is held) is the shim's or its dependencies'. */
-			.kind = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind,
-		};
-		p = tfa_tracking_allocate(&cpu_tracker, alignment, nbytes, &attrs);
-	}
+	void *p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
 	shim_exit();
 	return p;
 }
@@ -255,6 +251,21 @@ tfa_shim_state_t
 tfa_shim_state(void)
 {
 	return __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Whether the caller writes the process's final profile: the first of the
+ * ways out (exit, _exit, exec, a fatal signal, the destructor) to ask does.
+ * Never a vfork or clone(CLONE_VM) child: it has a pid of its own but no fork
+ * handler ran, and it shares the parent's memory, which it must not change.
+ */
+static bool
+take_final_write(void)
+{
+	if (getpid() != proc.pid)
+		return false;
+	return __atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL)
+	       == TFA_SHIM_READY;
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
@@ -358,23 +369,11 @@ static void
 on_exit_hook(int status, void *arg)
 {
 	(void)arg;
-	proc.exit_status = status;
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
+	if (!take_final_write())
 		return;
 	/* A failure was reported on stderr by the summary line. */
 	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
 	(void)err;
-}
-
-static void
-slot_flush(void *ctx, tfa_stat_slot_t *slot)
-{
-	tfa_tracking_allocator_t *ta = ctx;
-	/* The exiting thread's pending figures become part of the published ones. */
-	__atomic_add_fetch(&ta->in_use, slot->pending_bytes, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&ta->allocated_in_use, slot->pending_allocated, __ATOMIC_RELAXED);
-	slot->pending_bytes = 0;
-	slot->pending_allocated = 0;
 }
 
 void
@@ -388,7 +387,7 @@ tfa_shim_init(void)
 	tfa_log_init();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
 	tfa_glibc_allocator_resolve();
-	tfa_thread_slot_set_process_flush(slot_flush, &cpu_tracker);
+	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
 	choose_allocator();
 	if (opts.limit > 0)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
@@ -411,7 +410,7 @@ tfa_shim_init(void)
 
 /* ---- the profile --------------------------------------------------------------------------- */
 
-/* Leaks grouped by (stack id, device); groups past the table's size land in the last row. */
+/* Leaks grouped by (stack id, device); groups past the table's size land in `overflow`. */
 #define LEAK_GROUPS_LG 12
 
 struct leak_group {
@@ -426,6 +425,7 @@ struct leak_group {
 
 struct leak_walk {
 	struct leak_group *groups;
+	struct leak_group overflow; /* written with stack id 0: no stack */
 	size_t ngroups;
 	size_t cap;
 	uint64_t bytes;
@@ -464,14 +464,11 @@ leak_visit(void *arg, const tfa_record_t *rec)
 		}
 	}
 	if (g == NULL)
-		g = &w->groups[0];
+		g = &w->overflow;
 	tfa_allocator_t *b = tfa_tracking_allocator_backend(&cpu_tracker, info.backend);
-	size_t asz = info.requested;
-	if (b != NULL) {
-		size_t want = info.requested == 0 ? 1 : info.requested;
-		size_t good = tfa_allocator_good_size(b, want, info.lg_align ? (size_t)1 << info.lg_align : 0);
-		asz = good > want ? good : want;
-	}
+	size_t asz = b == NULL ? info.requested
+			       : tfa_tracking_allocated_of(b, (const void *)info.ptr, info.requested,
+							   info.lg_align ? (size_t)1 << info.lg_align : 0);
 	g->bytes += info.requested;
 	g->blocks++;
 	g->allocated += asz;
@@ -564,9 +561,15 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
 	tfa_pw_end(w);
 
-	for (size_t i = 0; leaks->groups != NULL && i < leaks->cap; i++) {
-		const struct leak_group *g = &leaks->groups[i];
-		if (!g->used && g->blocks == 0)
+	for (size_t i = 0; i <= leaks->cap; i++) {
+		const struct leak_group *g;
+		if (i == leaks->cap)
+			g = &leaks->overflow;
+		else if (leaks->groups != NULL)
+			g = &leaks->groups[i];
+		else
+			continue;
+		if (g->blocks == 0)
 			continue;
 		uint64_t f[TFA_LEAKF_FIELD_COUNT] = {
 			[TFA_LEAKF_BYTES] = g->bytes,
@@ -679,12 +682,8 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 void
 tfa_shim_on_fast_exit(int status)
 {
-	/* A vfork or clone(CLONE_VM) child has a pid of its own but no fork handler ran. */
-	if (tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
+	if (!take_final_write())
 		return;
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
-		return;
-	proc.exit_status = status;
 	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
 	(void)err;
 }
@@ -692,9 +691,7 @@ tfa_shim_on_fast_exit(int status)
 bool
 tfa_shim_before_exec(void)
 {
-	if (tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
-		return false;
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+	if (!take_final_write())
 		return false;
 	int err = tfa_shim_write_profile(TFA_END_EXEC, 0);
 	(void)err;
@@ -719,9 +716,7 @@ tfa_shim_exec_failed(void)
 void
 tfa_shim_fini(void)
 {
-	if (proc.exit_hooked)
-		return;
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) == TFA_SHIM_SHUTDOWN)
+	if (proc.exit_hooked || !take_final_write())
 		return;
 	int err = tfa_shim_write_profile(TFA_END_UNKNOWN, 0);
 	(void)err;
@@ -758,9 +753,7 @@ die_by(int sig, bool synchronous)
 static void
 write_signal_profile(int sig)
 {
-	if (getpid() != proc.pid)
-		return; /* a vfork child: the memory is the parent's */
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+	if (!take_final_write())
 		return;
 	int err = tfa_shim_write_profile(TFA_END_SIGNAL, sig);
 	(void)err;

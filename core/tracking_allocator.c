@@ -106,37 +106,6 @@ tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 	}
 }
 
-/* One thread: nobody else writes the published figures, plain loads and stores do. */
-static inline void
-publish_alone(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
-{
-	int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes;
-	int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s->pending_allocated;
-
-	__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
-	__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
-	if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
-		__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
-	if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
-		__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
-	s->pending_bytes = 0;
-	s->pending_allocated = 0;
-}
-
-/*
- * Figures are exact when published at once.  With one thread that costs no
- * atomic at all; threaded processes batch per thread.
- */
-static inline void
-maybe_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
-{
-	if (tfa_likely(__libc_single_threaded) && ta->slot >= 0)
-		publish_alone(ta, s);
-	else if (ta->slot < 0 || llabs(s->pending_bytes) >= TFA_PUBLISH_THRESHOLD
-		 || llabs(s->pending_allocated) >= TFA_PUBLISH_THRESHOLD)
-		tfa_tracking_publish(ta, s);
-}
-
 uint64_t
 tfa_tracking_id_block(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
@@ -201,7 +170,7 @@ account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
 			       : info.requested;
 	slot_ref_t ref = slot_enter(ta);
 	account_free(ta, ref.slot, info.requested, asz);
-	maybe_publish(ta, ref.slot);
+	tfa_tracking_settle(ta, ref.slot);
 	slot_exit(ref);
 	TFA_LOG_ONCE("pointer %p was handed out again while tfalloc held it live: "
 		     "a free bypassed tfalloc (counted as freed)",
@@ -256,6 +225,14 @@ tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapp
 }
 
 void
+tfa_tracking_allocator_claim_process_slot(tfa_tracking_allocator_t *ta)
+{
+	ta->slot = TFA_SLOT_PROCESS;
+	tfa_thread_slot_set_process_flush(slot_flush, ta);
+	update_slow(ta);
+}
+
+void
 tfa_tracking_allocator_destroy(tfa_tracking_allocator_t *ta)
 {
 	if (ta->slot > TFA_SLOT_PROCESS)
@@ -284,9 +261,9 @@ tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t lim
 	update_slow(ta);
 }
 
-static void *
-allocate_general(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
-		 const tfa_allocation_attrs_t *attrs)
+void *
+tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+			   const tfa_allocation_attrs_t *attrs)
 {
 	if (tfa_unlikely(nbytes > TFA_REQUESTED_MAX))
 		return NULL;
@@ -342,7 +319,7 @@ allocate_general(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 		r = tfa_ptr_held_insert(held, &rec, &old);
 		if (tfa_likely(r >= 0))
 			account_alloc(ref.slot, nbytes, asz, reserved);
-		maybe_publish(ta, ref.slot);
+		tfa_tracking_settle(ta, ref.slot);
 		slot_exit(ref);
 	}
 	tfa_ptr_table_release(held);
@@ -360,56 +337,11 @@ allocate_general(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 	return p;
 }
 
-/*
- * The common case in as few instructions as the table allows: a registered
- * thread with its own slot, no limit, a program's (not internal) call.
- */
 void *
 tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 		      const tfa_allocation_attrs_t *attrs)
 {
-	if (attrs == NULL)
-		attrs = &default_attrs;
-	tfa_thread_rec_t *trec = tfa_tls.rec;
-	if (tfa_unlikely(__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) | (trec == NULL)
-			 | (trec == &tfa_orphan_rec) | (attrs->kind == TFA_KIND_INTERNAL)
-			 | (nbytes > TFA_REQUESTED_MAX)))
-		return allocate_general(ta, alignment, nbytes, attrs);
-
-	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
-	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
-	if (tfa_unlikely(p == NULL))
-		return NULL;
-	size_t asz = tfa_tracking_backend_allocated(b, p, nbytes, alignment);
-	tfa_stat_slot_t *s = &trec->slots[ta->slot];
-	tfa_alloc_info_t info = {
-		.ptr = (uintptr_t)p,
-		.requested = nbytes,
-		.backend = b->backend_id,
-		.kind = attrs->kind,
-		.device = ta->device_code,
-		.lg_align = lg_of(alignment),
-		.tag = tfa_tls.tag,
-		.thread = trec->index,
-	};
-	tfa_record_t old;
-
-	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
-	info.id = next_id(ta, s);
-	tfa_record_t rec = tfa_record_pack(&info);
-	int r = tfa_ptr_held_insert(held, &rec, &old);
-	if (tfa_likely(r >= 0)) {
-		account_alloc(s, nbytes, asz, false);
-		maybe_publish(ta, s);
-	}
-	tfa_ptr_table_release(held);
-	if (tfa_unlikely(r != 0)) {
-		if (r > 0)
-			account_lost_free(ta, &old);
-		else
-			degrade(ta);
-	}
-	return p;
+	return tfa_tracking_allocate_fast(ta, alignment, nbytes, attrs != NULL ? attrs : &default_attrs);
 }
 
 static bool
@@ -442,7 +374,7 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 			size_t asz = tfa_tracking_backend_allocated(b, ptr, info->requested, alignment);
 			slot_ref_t ref = slot_enter(ta);
 			account_free(ta, ref.slot, info->requested, asz);
-			maybe_publish(ta, ref.slot);
+			tfa_tracking_settle(ta, ref.slot);
 			slot_exit(ref);
 		}
 	}
@@ -581,7 +513,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 			/* Not recorded from here on: not counted either. */
 			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 		}
-		maybe_publish(ta, s);
+		tfa_tracking_settle(ta, s);
 		slot_exit(ref);
 	}
 	tfa_ptr_table_release(held);
@@ -605,7 +537,7 @@ out_refused:
 	} else if (!internal) {
 		slot_ref_t ref = slot_enter(ta);
 		realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, -1);
-		maybe_publish(ta, ref.slot);
+		tfa_tracking_settle(ta, ref.slot);
 		slot_exit(ref);
 	}
 	tfa_ptr_table_release(held);

@@ -70,6 +70,12 @@ extern const tfa_allocator_ops_t tfa_tracking_allocator_ops;
 int tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapped,
 				tfa_ptr_table_t *table, bool per_thread_stats) TFA_MUST_CHECK;
 
+/*
+ * Makes ta the owner of the process slot (TFA_SLOT_PROCESS), which exists
+ * before any constructor: exiting threads publish their pending figures to it.
+ */
+void tfa_tracking_allocator_claim_process_slot(tfa_tracking_allocator_t *ta);
+
 /* Releases the stat slot and the table's memory. */
 void tfa_tracking_allocator_destroy(tfa_tracking_allocator_t *ta);
 
@@ -172,68 +178,89 @@ tfa_tracking_allocated_of(const tfa_allocator_t *b, const void *p, size_t reques
 }
 
 /*
- * Counts a change of bytes in use in the thread's slot.  With one thread the
- * published figures (and the peak) move at once, with no atomic; threads
- * publish when their balance moved by TFA_PUBLISH_THRESHOLD.  [hot path]
+ * Moves the slot's pending change of bytes in use into the published figures
+ * when it must.  With one thread: at once, with no atomic, so the peak is
+ * exact.  With threads: when the balance moved by TFA_PUBLISH_THRESHOLD, so
+ * threads do not fight over one cache line.  A shared slot: always.  [hot path]
  */
 static TFA_ALWAYS_INLINE void
-tfa_tracking_count(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, int64_t bytes,
-		   int64_t allocated)
+tfa_tracking_settle(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
-	if (tfa_likely(__libc_single_threaded)) {
-		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes + bytes;
-		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED)
-			       + s->pending_allocated + allocated;
+	if (tfa_likely(__libc_single_threaded) && ta->slot >= 0) {
+		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes;
+		int64_t anow =
+			__atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s->pending_allocated;
 		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
 		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
 		s->pending_bytes = 0;
 		s->pending_allocated = 0;
-		if (bytes > 0) {
-			if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
-				__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
-			if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
-				__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
-		}
+		if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
+			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
+		if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
+			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
 		return;
 	}
-	s->pending_bytes += bytes;
-	s->pending_allocated += allocated;
-	if (tfa_unlikely((uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD)
-			 > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)))
+	/* |pending| > threshold, as one unsigned comparison each. */
+	if (ta->slot < 0
+	    || (uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
+	    || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
+		       > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD))
 		tfa_tracking_publish(ta, s);
 }
 
+/* Counts a change of bytes in use in the thread's slot.  [hot path] */
+static TFA_ALWAYS_INLINE void
+tfa_tracking_count(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, int64_t bytes,
+		   int64_t allocated)
+{
+	s->pending_bytes += bytes;
+	s->pending_allocated += allocated;
+	tfa_tracking_settle(ta, s);
+}
+
+/* Every case tfa_tracking_allocate_fast does not serve (limits, internal calls, ...). */
+void *tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+				 const tfa_allocation_attrs_t *attrs);
+
 /*
- * malloc and operator new: nbytes at the default alignment, recorded with
- * kind.  Everything but the common case goes to tfa_tracking_allocate.
- * [hot path]
+ * tfa_tracking_allocate, inline for the shim's entry points: the common case
+ * here (a registered thread with its own slot, no limit, a program's call),
+ * with the backend's malloc_fast when no alignment or zero fill is asked;
+ * everything else in tfa_tracking_allocate_slow.  [hot path]
  */
 static TFA_ALWAYS_INLINE void *
-tfa_tracking_malloc(tfa_tracking_allocator_t *ta, size_t nbytes, uint8_t kind)
+tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
+			   const tfa_allocation_attrs_t *attrs)
 {
 	tfa_thread_rec_t *trec = tfa_tls.rec;
 	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
-	void *(*fast)(size_t) = b->ops->malloc_fast;
 
 	if (tfa_unlikely((__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) != 0) | (trec == NULL)
-			 | (trec == &tfa_orphan_rec) | (nbytes > TFA_REQUESTED_MAX) | (fast == NULL))) {
-		tfa_allocation_attrs_t attrs = { .kind = kind };
-		return tfa_tracking_allocate(ta, 0, nbytes, &attrs);
-	}
-	void *p = fast(nbytes == 0 ? 1 : nbytes);
+			 | (trec == &tfa_orphan_rec) | (nbytes > TFA_REQUESTED_MAX)
+			 | (attrs->kind == TFA_KIND_INTERNAL)))
+		return tfa_tracking_allocate_slow(ta, alignment, nbytes, attrs);
+	size_t want = nbytes == 0 ? 1 : nbytes;
+	void *p;
+	if (tfa_likely(alignment == 0 && !attrs->zero_fill && b->ops->malloc_fast != NULL))
+		p = b->ops->malloc_fast(want);
+	else
+		p = tfa_allocator_allocate_raw(b, alignment, want, attrs);
 	if (tfa_unlikely(p == NULL))
 		return NULL;
-	size_t asz = tfa_tracking_allocated_of(b, p, nbytes, 0);
+	size_t asz = tfa_tracking_allocated_of(b, p, nbytes, alignment);
+	uint64_t lg_align = alignment == 0 ? 0 : (uint64_t)__builtin_ctzl(alignment);
 	tfa_stat_slot_t *s = &trec->slots[ta->slot];
 	tfa_record_t rec = {
 		.ptr = (uintptr_t)p,
 		.size_meta = (uint64_t)nbytes | ((uint64_t)(b->backend_id & 7) << 47)
-			     | ((uint64_t)(kind & 7) << 50) | ((uint64_t)(ta->device_code & 31) << 53),
+			     | ((uint64_t)(attrs->kind & 7) << 50)
+			     | ((uint64_t)(ta->device_code & 31) << 53) | ((lg_align & 63) << 58),
 		.stack_id = 0,
 		.tag = tfa_tls.tag,
 	};
 	tfa_record_t old;
 
+	/* Record and count in one critical section: a fork sees both or neither. */
 	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	rec.id_thread = (id & TFA_ID_MAX) | ((uint64_t)(trec->index & 0xffffff) << 40);
