@@ -201,8 +201,16 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		.kind = tfa_unlikely(tfa_guard_active()) ? (uint8_t)TFA_KIND_INTERNAL : kind,
 	};
 
+	void *p;
+
 	shim_enter();
-	void *p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
+	/* Constant arguments for malloc and new: the inline path folds their checks away. */
+	if (tfa_likely(alignment == 0 && !zero)) {
+		attrs.zero_fill = false;
+		p = tfa_tracking_allocate_fast(&cpu_tracker, 0, nbytes, &attrs);
+	} else {
+		p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
+	}
 	shim_exit();
 	return p;
 }

@@ -181,12 +181,17 @@ tfa_tracking_allocated_of(const tfa_allocator_t *b, const void *p, size_t reques
  * Moves the slot's pending change of bytes in use into the published figures
  * when it must.  With one thread: at once, with no atomic, so the peak is
  * exact.  With threads: when the balance moved by TFA_PUBLISH_THRESHOLD, so
- * threads do not fight over one cache line.  A shared slot: always.  [hot path]
+ * threads do not fight over one cache line.  A shared slot: always.
+ * grew: the change may have raised bytes in use (a free never sets a peak).
+ * own_slot: s is a per-thread slot (the fast paths know it; others ask).
+ * [hot path]
  */
 static TFA_ALWAYS_INLINE void
-tfa_tracking_settle(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+tfa_tracking_settle_after(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, bool grew,
+			  bool own_slot)
 {
-	if (tfa_likely(__libc_single_threaded) && ta->slot >= 0) {
+	own_slot = own_slot || ta->slot >= 0;
+	if (tfa_likely(__libc_single_threaded) && own_slot) {
 		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes;
 		int64_t anow =
 			__atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s->pending_allocated;
@@ -194,28 +199,35 @@ tfa_tracking_settle(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
 		s->pending_bytes = 0;
 		s->pending_allocated = 0;
-		if (now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
+		if (grew && now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
-		if (anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
+		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
 		return;
 	}
 	/* |pending| > threshold, as one unsigned comparison each. */
-	if (ta->slot < 0
+	if (!own_slot
 	    || (uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
 	    || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
 		       > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD))
 		tfa_tracking_publish(ta, s);
 }
 
-/* Counts a change of bytes in use in the thread's slot.  [hot path] */
+/* tfa_tracking_settle_after for any change. */
 static TFA_ALWAYS_INLINE void
-tfa_tracking_count(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, int64_t bytes,
-		   int64_t allocated)
+tfa_tracking_settle(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
-	s->pending_bytes += bytes;
-	s->pending_allocated += allocated;
-	tfa_tracking_settle(ta, s);
+	tfa_tracking_settle_after(ta, s, true, false);
+}
+
+/* Counts a block made (grew) or freed in the thread's own slot.  [hot path] */
+static TFA_ALWAYS_INLINE void
+tfa_tracking_count(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, bool grew, size_t bytes,
+		   size_t allocated)
+{
+	s->pending_bytes += grew ? (int64_t)bytes : -(int64_t)bytes;
+	s->pending_allocated += grew ? (int64_t)allocated : -(int64_t)allocated;
+	tfa_tracking_settle_after(ta, s, grew, true);
 }
 
 /* Every case tfa_tracking_allocate_fast does not serve (limits, internal calls, ...). */
@@ -224,9 +236,9 @@ void *tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment,
 
 /*
  * tfa_tracking_allocate, inline for the shim's entry points: the common case
- * here (a registered thread with its own slot, no limit, a program's call),
- * with the backend's malloc_fast when no alignment or zero fill is asked;
- * everything else in tfa_tracking_allocate_slow.  [hot path]
+ * here (a registered thread with its own slot, no limit, a program's call, a
+ * backend with shortcuts), with its malloc_fast when no alignment or zero fill
+ * is asked; everything else in tfa_tracking_allocate_slow.  [hot path]
  */
 static TFA_ALWAYS_INLINE void *
 tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
@@ -234,15 +246,16 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 {
 	tfa_thread_rec_t *trec = tfa_tls.rec;
 	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
+	void *(*fast)(size_t) = b->ops->malloc_fast;
 
 	if (tfa_unlikely((__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) != 0) | (trec == NULL)
 			 | (trec == &tfa_orphan_rec) | (nbytes > TFA_REQUESTED_MAX)
-			 | (attrs->kind == TFA_KIND_INTERNAL)))
+			 | (attrs->kind == TFA_KIND_INTERNAL) | (fast == NULL)))
 		return tfa_tracking_allocate_slow(ta, alignment, nbytes, attrs);
 	size_t want = nbytes == 0 ? 1 : nbytes;
 	void *p;
-	if (tfa_likely(alignment == 0 && !attrs->zero_fill && b->ops->malloc_fast != NULL))
-		p = b->ops->malloc_fast(want);
+	if (tfa_likely(alignment == 0 && !attrs->zero_fill))
+		p = fast(want);
 	else
 		p = tfa_allocator_allocate_raw(b, alignment, want, attrs);
 	if (tfa_unlikely(p == NULL))
@@ -271,7 +284,7 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		s->total_allocated_bytes += asz;
 		if (nbytes > s->largest_alloc_size)
 			s->largest_alloc_size = nbytes;
-		tfa_tracking_count(ta, s, (int64_t)nbytes, (int64_t)asz);
+		tfa_tracking_count(ta, s, true, nbytes, asz);
 	}
 	tfa_ptr_table_release(held);
 	if (tfa_unlikely(r != 0))
@@ -308,7 +321,7 @@ tfa_tracking_free(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind, tfa_all
 		size_t asz = tfa_tracking_allocated_of(b, ptr, requested, alignment);
 		tfa_stat_slot_t *s = &trec->slots[ta->slot];
 		s->num_frees++;
-		tfa_tracking_count(ta, s, -(int64_t)requested, -(int64_t)asz);
+		tfa_tracking_count(ta, s, false, requested, asz);
 	}
 	tfa_ptr_table_release(held);
 
