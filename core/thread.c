@@ -54,7 +54,9 @@ tfa_thread_register_slow(void)
 	if (r == NULL) {
 		r = tfa_arena_alloc(sizeof(*r));
 		if (r == NULL) {
-			__atomic_fetch_sub(&live_count, 1, __ATOMIC_RELAXED);
+			tfa_lock(&threads_lock);
+			live_count--;
+			tfa_unlock(&threads_lock);
 			return &tfa_orphan_rec;
 		}
 		/* Publish with a CAS push: readers walk the list without the lock. */
