@@ -2,6 +2,7 @@
 #include "core/ptr_table.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/single_threaded.h>
 
@@ -9,146 +10,297 @@
 #include "core/thread.h"
 
 #define LG_CAP_INITIAL TFA_PTR_LG_CAP_INITIAL
-#define TOMBSTONE      TFA_PTR_TOMBSTONE
 #define ptr_hash       tfa_ptr_hash
 #define slot_of        tfa_ptr_slot_of
 #define shard_of       tfa_ptr_shard_of
 
-/* As tfa_ptr_table_hold, for a shard already found.  Returns whether the lock was taken. */
-static inline bool
-shard_lock(tfa_ptr_shard_t *s)
+static bool
+is_live(uint64_t key)
 {
-	if (tfa_likely(__libc_single_threaded) || tfa_unlikely(tfa_tls.holds_all_locks))
+	return key > TFA_PTR_BUSY && !TFA_PTR_IS_TOMBSTONE(key);
+}
+
+/* ---- exclusion -------------------------------------------------------------------------- */
+
+struct wait_ctx {
+	const void *shard; /* NULL: wait for every announcement */
+	const tfa_thread_rec_t *self;
+};
+
+static void
+wait_for_rec(void *arg, tfa_thread_rec_t *rec)
+{
+	const struct wait_ctx *w = arg;
+
+	if (rec == w->self)
+		return;
+	for (unsigned d = 0; d < TFA_ANNOUNCE_DEPTH; d++) {
+		for (unsigned spins = 0;; spins++) {
+			const void *a = __atomic_load_n(&rec->announce[d], __ATOMIC_SEQ_CST);
+			if (a == NULL || (w->shard != NULL && a != w->shard))
+				break;
+			/* The announcer may be preempted mid-operation: let it run. */
+			if (spins < 64)
+				__builtin_ia32_pause();
+			else
+				sched_yield();
+		}
+	}
+}
+
+/*
+ * Waits until no other thread is inside an operation on `shard` (every shard:
+ * NULL).  REQUIRES: the gate(s) closed, with a full barrier after, so that an
+ * operation either sees the gate or is seen here (Dekker's pattern with the
+ * exchange in tfa_ptr_table_hold).
+ */
+static void
+wait_announcements(const void *shard)
+{
+	struct wait_ctx w = { .shard = shard, .self = tfa_tls.rec };
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	tfa_thread_foreach(wait_for_rec, &w);
+}
+
+/* Whether this thread itself is inside an operation on s (a nested call). */
+static bool
+self_inside(const tfa_ptr_shard_t *s)
+{
+	tfa_thread_rec_t *r = tfa_tls.rec;
+
+	if (r == NULL || r == &tfa_orphan_rec)
 		return false;
-	tfa_lock(&s->lock);
+	for (unsigned d = 0; d < TFA_ANNOUNCE_DEPTH; d++)
+		if (__atomic_load_n(&r->announce[d], __ATOMIC_RELAXED) == s)
+			return true;
+	return false;
+}
+
+/*
+ * Excludes every other operation on s.  Returns false (nothing held) when this
+ * very thread is inside one, below a signal handler: waiting would never end.
+ * [takes rebuild lock]
+ */
+static bool
+shard_exclude(tfa_ptr_shard_t *s)
+{
+	if (tfa_likely(__libc_single_threaded) || tfa_tls.holds_all_locks)
+		return !self_inside(s);
+	if (self_inside(s))
+		return false;
+	tfa_lock(&s->rebuild_lock);
+	__atomic_store_n(&s->gate, 1, __ATOMIC_SEQ_CST);
+	wait_announcements(s);
 	return true;
 }
 
-static inline void
-shard_unlock(tfa_ptr_shard_t *s, bool locked)
+static void
+shard_admit(tfa_ptr_shard_t *s)
 {
-	if (locked)
-		tfa_unlock(&s->lock);
+	if (tfa_likely(__libc_single_threaded) || tfa_tls.holds_all_locks)
+		return;
+	__atomic_store_n(&s->gate, 0, __ATOMIC_RELEASE);
+	tfa_unlock(&s->rebuild_lock);
 }
 
-/* REQUIRES: rec->ptr is not in slots, which have no tombstone and a free slot. */
-static void
+void
+tfa_ptr_hold_locked(tfa_ptr_held_t *h)
+{
+	tfa_lock(&h->shard->rebuild_lock);
+	h->mode = TFA_PTR_LOCKED;
+	h->rec = NULL;
+}
+
+void
+tfa_ptr_hold_gated(tfa_ptr_held_t *h)
+{
+	/* Step out, and wait for the rebuild behind its lock. */
+	__atomic_store_n(&h->rec->announce[h->depth], NULL, __ATOMIC_RELEASE);
+	tfa_tls.table_depth = h->depth;
+	tfa_ptr_hold_locked(h);
+}
+
+/* ---- rebuild ------------------------------------------------------------------------------ */
+
+/*
+ * Places rec by linear probing.  A record for the same pointer already placed
+ * is the live one (it came earlier in probe order): rec is stale and is
+ * returned as not placed.  REQUIRES: a free slot.
+ */
+static bool
 place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 {
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
 	uint64_t i = slot_of(ptr_hash((uintptr_t)rec->ptr), lg_cap);
 
-	while (slots[i].ptr != 0)
-		i = (i + 1) & mask;
+	for (; slots[i].ptr != 0; i = (i + 1) & mask)
+		if (slots[i].ptr == rec->ptr)
+			return false;
 	slots[i] = *rec;
+	return true;
+}
+
+static void
+drop_stale(tfa_ptr_table_t *t, const tfa_record_t *rec)
+{
+	if (t->stale_fn != NULL)
+		t->stale_fn(t->stale_arg, rec);
+}
+
+/*
+ * The first slot of a probe run: one after an empty slot, so that the records
+ * of every run are visited in probe order (a shard without an empty slot,
+ * which concurrent inserts can leave, has no such place: any will do).
+ */
+static uint64_t
+run_start(const tfa_record_t *slots, uint64_t mask)
+{
+	for (uint64_t i = 0; i <= mask; i++)
+		if (slots[i].ptr == 0)
+			return (i + 1) & mask;
+	return 0;
 }
 
 /*
  * Drops a shard's tombstones in place: no new mapping, so no munmap whose TLB
  * shootdown would interrupt every other core (under churn, tombstones fill a
- * shard every few hundred frees).  Starting after a slot that was empty
- * before (no probe sequence crosses it), each record is taken out and put
- * back from its home slot, in order, as linear probing would place it.
+ * shard every few hundred frees).  Each record, in probe order, is taken out
+ * and put back from its home slot, as linear probing would place it.
+ * Returns the live records.
  */
-static void
-shard_purge(tfa_ptr_shard_t *s)
+static uint64_t
+shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
 	uint64_t cap = (uint64_t)1 << s->lg_cap;
 	uint64_t mask = cap - 1;
-	uint64_t start = 0;
+	uint64_t start = run_start(s->slots, mask);
+	uint64_t live = 0;
 
-	while (s->slots[start].ptr != 0)
-		start++; /* exists: used < cap always */
 	for (uint64_t i = 0; i < cap; i++)
-		if (s->slots[i].ptr == TOMBSTONE)
-			s->slots[i].ptr = 0;
-	for (uint64_t k = 1; k < cap; k++) {
+		if (!is_live(s->slots[i].ptr))
+			s->slots[i].ptr = 0; /* tombstones; busy slots of threads fork left behind */
+	for (uint64_t k = 0; k < cap; k++) {
 		uint64_t j = (start + k) & mask;
 		if (s->slots[j].ptr == 0)
 			continue;
 		tfa_record_t rec = s->slots[j];
 		s->slots[j].ptr = 0;
-		uint64_t i = slot_of(ptr_hash((uintptr_t)rec.ptr), s->lg_cap);
-		while (s->slots[i].ptr != 0)
-			i = (i + 1) & mask;
-		s->slots[i] = rec;
+		if (place(s->slots, s->lg_cap, &rec))
+			live++;
+		else
+			drop_stale(t, &rec);
 	}
-	s->used = s->count;
+	return live;
+}
+
+static uint64_t
+count_live(const tfa_ptr_shard_t *s)
+{
+	uint64_t n = 0;
+
+	if (s->slots != NULL)
+		for (uint64_t i = 0; i < ((uint64_t)1 << s->lg_cap); i++)
+			n += is_live(s->slots[i].ptr);
+	return n;
 }
 
 /*
  * Maps the shard, doubles it when more than 3/4 is live, or else purges its
- * tombstones in place.  Returns 0 or -ENOMEM.  REQUIRES: shard locked.
+ * tombstones in place.  REQUIRES: the shard's operations excluded.
+ * Returns 0 or -ENOMEM (the shard is then starved, and usable as it is).
  */
 static int
-shard_rehash(tfa_ptr_shard_t *s)
+shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
 	uint32_t new_lg = LG_CAP_INITIAL;
+	uint64_t live = count_live(s);
 
-	if (s->lg_cap != 0) {
-		if ((s->count + 1) * 4 <= ((uint64_t)3 << s->lg_cap)) {
-			shard_purge(s);
+	if (s->slots != NULL) {
+		if ((live + 1) * 4 <= ((uint64_t)3 << s->lg_cap)) {
+			live = shard_purge(t, s);
+			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+			s->starved = false;
 			return 0;
 		}
 		new_lg = s->lg_cap + 1;
 	}
-	size_t new_bytes = sizeof(tfa_record_t) << new_lg;
-	tfa_record_t *fresh = tfa_arena_map(new_bytes);
-
-	if (fresh == NULL)
+	tfa_record_t *fresh = tfa_arena_map(sizeof(tfa_record_t) << new_lg);
+	if (fresh == NULL) {
+		if (s->slots == NULL)
+			return -ENOMEM;
+		/* Without memory the slots left still serve; tombstones go. */
+		live = shard_purge(t, s);
+		__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+		s->starved = true;
 		return -ENOMEM;
+	}
+	live = 0;
 	if (s->slots != NULL) {
-		size_t cap = (size_t)1 << s->lg_cap;
-		for (size_t i = 0; i < cap; i++)
-			if (s->slots[i].ptr > TOMBSTONE)
-				place(fresh, new_lg, &s->slots[i]);
+		uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+		uint64_t start = run_start(s->slots, mask);
+		for (uint64_t k = 0; k <= mask; k++) {
+			const tfa_record_t *rec = &s->slots[(start + k) & mask];
+			if (!is_live(rec->ptr))
+				continue;
+			if (place(fresh, new_lg, rec))
+				live++;
+			else
+				drop_stale(t, rec);
+		}
 		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
 	}
 	s->slots = fresh;
-	s->lg_cap = new_lg;
-	s->used = s->count;
+	__atomic_store_n(&s->lg_cap, new_lg, __ATOMIC_RELAXED);
+	s->starved = false;
+	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 	return 0;
 }
 
 int
-tfa_ptr_shard_make_room(tfa_ptr_shard_t *s)
+tfa_ptr_table_make_room(tfa_ptr_table_t *t, uintptr_t ptr)
 {
-	if (shard_rehash(s) == 0)
-		return 0;
-	if (s->lg_cap == 0)
+	tfa_ptr_shard_t *s = shard_of(t, ptr);
+
+	if (!shard_exclude(s))
 		return -ENOMEM;
-	/* Without memory the slots left still serve, but one stays empty. */
-	return s->used + 1 < ((uint64_t)1 << s->lg_cap) ? 0 : 1;
+	int r = 0;
+	/* Another thread may have made room meanwhile. */
+	if (s->slots == NULL || TFA_PTR_OVERLOADED(s->used, s->lg_cap))
+		r = shard_rebuild(t, s);
+	/* A starved shard still takes records while it has tombstones or room. */
+	if (r < 0 && s->slots != NULL && s->used + 2 <= ((uint64_t)1 << s->lg_cap))
+		r = 0;
+	shard_admit(s);
+	return r;
+}
+
+/* ---- operations ----------------------------------------------------------------------------- */
+
+int
+tfa_ptr_insert_after_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record_t *rec,
+			  tfa_record_t *replaced)
+{
+	for (;;) {
+		tfa_ptr_table_release(*h);
+		int room = tfa_ptr_table_make_room(t, (uintptr_t)rec->ptr);
+		*h = tfa_ptr_table_hold(t, (uintptr_t)rec->ptr);
+		if (room < 0)
+			return -ENOMEM;
+		int r = tfa_ptr_held_insert(*h, rec, replaced);
+		if (r != TFA_PTR_AGAIN)
+			return r;
+	}
 }
 
 int
 tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *replaced)
 {
 	tfa_ptr_held_t h = tfa_ptr_table_hold(t, (uintptr_t)rec->ptr);
-	int ret = tfa_ptr_held_insert(h, rec, replaced);
+	int r = tfa_ptr_held_insert_room(t, &h, rec, replaced);
 
 	tfa_ptr_table_release(h);
-	return ret;
-}
-
-static bool
-shard_find(tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t h, uint64_t *at)
-{
-	if (s->lg_cap == 0)
-		return false;
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = slot_of(h, s->lg_cap);
-
-	for (;;) {
-		uint64_t key = s->slots[i].ptr;
-		if (key == ptr) {
-			*at = i;
-			return true;
-		}
-		if (key == 0)
-			return false;
-		i = (i + 1) & mask;
-	}
+	return r;
 }
 
 bool
@@ -161,34 +313,54 @@ tfa_ptr_table_remove(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out)
 	return found;
 }
 
+/* Probes for key from ptr's home slot; the slot index, or -1. */
+static int64_t
+shard_find(const tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t key)
+{
+	const tfa_record_t *slots = s->slots;
+
+	if (slots == NULL)
+		return -1;
+	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+	uint64_t i = slot_of(ptr_hash(ptr), s->lg_cap);
+	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+		uint64_t k = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
+		if (k == key)
+			return (int64_t)i;
+		if (k == 0)
+			return -1;
+	}
+	return -1;
+}
+
 bool
 tfa_ptr_table_lookup(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out)
 {
-	uint64_t h = ptr_hash(ptr);
-	tfa_ptr_shard_t *s = shard_of(t, ptr);
-	uint64_t at;
-	bool found;
-
-	if (ptr <= TOMBSTONE)
+	if (ptr <= TFA_PTR_BUSY || (ptr & 1) != 0)
 		return false;
-	bool locked = shard_lock(s);
-	found = shard_find(s, ptr, h, &at);
-	if (found && out != NULL)
-		*out = s->slots[at];
-	shard_unlock(s, locked);
-	return found;
+	tfa_ptr_held_t h = tfa_ptr_table_hold(t, ptr);
+	int64_t at = shard_find(h.shard, ptr, ptr);
+	if (at >= 0 && out != NULL) {
+		*out = h.shard->slots[at];
+		/* Freed by another thread while it was copied: it is gone. */
+		if (__atomic_load_n(&h.shard->slots[at].ptr, __ATOMIC_ACQUIRE) != ptr)
+			at = -1;
+	}
+	tfa_ptr_table_release(h);
+	return at >= 0;
 }
 
 bool
 tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr)
 {
-	tfa_ptr_shard_t *s = shard_of(t, ptr);
-	bool seen = false;
-	bool locked = shard_lock(s);
-
-	for (unsigned i = 0; i < TFA_PTR_RECENT && !seen; i++)
-		seen = s->recent[i] == ptr;
-	shard_unlock(s, locked);
+	if (ptr <= TFA_PTR_BUSY || (ptr & 1) != 0)
+		return false;
+	for (unsigned i = 0; i < TFA_RECENT_FREES; i++)
+		if (tfa_tls.recent_free[i] == ptr)
+			return true;
+	tfa_ptr_held_t h = tfa_ptr_table_hold(t, ptr);
+	bool seen = shard_find(h.shard, ptr, ptr + 1) >= 0;
+	tfa_ptr_table_release(h);
 	return seen;
 }
 
@@ -197,8 +369,15 @@ tfa_ptr_table_count(tfa_ptr_table_t *t)
 {
 	uint64_t n = 0;
 
-	for (unsigned i = 0; i < TFA_PTR_SHARDS; i++)
-		n += __atomic_load_n(&t->shards[i].count, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+		tfa_ptr_shard_t *s = &t->shards[k];
+		if (__atomic_load_n(&s->lg_cap, __ATOMIC_RELAXED) == 0)
+			continue;
+		if (!shard_exclude(s))
+			continue;
+		n += count_live(s);
+		shard_admit(s);
+	}
 	return n;
 }
 
@@ -208,15 +387,26 @@ tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
 		tfa_ptr_shard_t *s = &t->shards[k];
-		bool locked = shard_lock(s);
+		if (__atomic_load_n(&s->lg_cap, __ATOMIC_RELAXED) == 0)
+			continue;
+		if (!shard_exclude(s))
+			continue;
 		if (s->slots != NULL) {
 			size_t cap = (size_t)1 << s->lg_cap;
 			for (size_t i = 0; i < cap; i++)
-				if (s->slots[i].ptr > TOMBSTONE)
+				if (is_live(s->slots[i].ptr))
 					fn(arg, &s->slots[i]);
 		}
-		shard_unlock(s, locked);
+		shard_admit(s);
 	}
+}
+
+void
+tfa_ptr_table_set_stale_hook(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record_t *rec),
+			     void *arg)
+{
+	t->stale_fn = fn;
+	t->stale_arg = arg;
 }
 
 void
@@ -224,35 +414,47 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
 		tfa_ptr_shard_t *s = &t->shards[k];
-		bool locked = shard_lock(s);
+		if (!shard_exclude(s))
+			continue;
 		if (s->slots != NULL)
 			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
 		s->slots = NULL;
-		s->lg_cap = 0;
-		s->count = 0;
-		s->used = 0;
-		memset(s->recent, 0, sizeof(s->recent));
-		shard_unlock(s, locked);
+		__atomic_store_n(&s->lg_cap, 0, __ATOMIC_RELAXED);
+		s->starved = false;
+		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
+		shard_admit(s);
 	}
+	memset(tfa_tls.recent_free, 0, sizeof(tfa_tls.recent_free));
 }
 
+/*
+ * Fork: every gate closed and every rebuild lock taken, then no operation is
+ * in flight anywhere: the child inherits a table whose every record is whole.
+ */
 void
 tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_lock(&t->shards[k].lock);
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+		tfa_lock(&t->shards[k].rebuild_lock);
+		__atomic_store_n(&t->shards[k].gate, 1, __ATOMIC_RELAXED);
+	}
+	wait_announcements(NULL);
 }
 
 void
 tfa_ptr_table_postfork_parent(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_unlock(&t->shards[k].lock);
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+		__atomic_store_n(&t->shards[k].gate, 0, __ATOMIC_RELEASE);
+		tfa_unlock(&t->shards[k].rebuild_lock);
+	}
 }
 
 void
 tfa_ptr_table_postfork_child(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
-		tfa_lock_init(&t->shards[k].lock);
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+		__atomic_store_n(&t->shards[k].gate, 0, __ATOMIC_RELAXED);
+		tfa_lock_init(&t->shards[k].rebuild_lock);
+	}
 }

@@ -8,18 +8,19 @@
  *            id, resource tag, and packed metadata: the backend that owns the
  *            pointer, the kind of call that made it, the device, log2 of the
  *            alignment asked for.
- *   shard    the table is split into TFA_PTR_SHARDS independent open-
- *            addressing hash tables, each behind its own lock, chosen by
- *            the pointer's hash: threads rarely meet on one lock.
- *   recent   each shard remembers the last pointers freed through it, so a
- *            free of an unknown pointer can be told apart as a double free.
- *   tombstone a removed record's slot (key 1) until the next rehash: a free
- *            costs one probe and one store, not a shift of the cluster.
+ *   shard    the table is split into TFA_PTR_SHARDS open-addressing hash
+ *            tables with linear probing, chosen by the pointer's 64 KiB region.
+ *   tombstone a removed record's slot until the next rebuild: a free costs one
+ *            probe run and one store, and concurrent probes stay valid.
+ *   rebuild  a shard's tombstones purged in place, or the shard doubled: the
+ *            only change that excludes the shard's other operations.
  *
- * Memory comes from mmap (core/arena.h), never from malloc.  Each shard grows
- * by doubling when live records pass 3/4 of it, and is purged of tombstones
- * in place when tombstones and live records pass 7/8; 32-byte slots cost 43
- * to 85 bytes per live allocation.
+ * Concurrency: inserts and removes of different pointers run at the same time
+ * on one shard, claiming slots by compare-and-swap; a pointer is inserted and
+ * removed by one thread at a time (the allocator hands it out once).  No lock
+ * and no shared counter is written per operation.
+ *
+ * Memory comes from mmap (core/arena.h), never from malloc.
  */
 #ifndef TFA_CORE_PTR_TABLE_H
 #define TFA_CORE_PTR_TABLE_H
@@ -37,7 +38,6 @@
 
 #define TFA_PTR_SHARDS_LG  12
 #define TFA_PTR_SHARDS     (1u << TFA_PTR_SHARDS_LG)
-#define TFA_PTR_RECENT     32
 
 /* What kind of call made a pointer; a free by the wrong kind is a mismatch. */
 typedef enum tfa_alloc_kind_e {
@@ -106,41 +106,66 @@ tfa_record_unpack(const tfa_record_t *r, tfa_alloc_info_t *i)
 	i->tag = r->tag;
 }
 
+/*
+ * A shard.  Operations run concurrently on it without a lock: a slot is
+ * claimed by compare-and-swap on its key.  Only a rebuild (growth, purge of
+ * tombstones), a full walk and fork exclude them: they close the gate and
+ * wait until no thread announces the shard (tfa_thread_rec_t.announce).
+ */
 typedef struct tfa_ptr_shard_s {
-	tfa_lock_t lock;
-	uint32_t lg_cap; /* 0: nothing mapped yet */
-	uint64_t count;  /* live records */
-	uint64_t used;   /* live records and tombstones */
-	tfa_record_t *slots;
-	uint32_t recent_pos;
-	uintptr_t recent[TFA_PTR_RECENT];
+	tfa_record_t *slots; /* replaced only while operations are excluded */
+	uint32_t lg_cap;     /* 0: nothing mapped yet */
+	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
+	tfa_lock_t rebuild_lock;
+	bool starved;        /* growth failed: the last empty slot is kept */
+	/* Written only when an insert takes a slot that was empty: apart, so
+	 * that the line every operation reads stays shared between cores. */
+	uint64_t used TFA_ALIGNED_CACHELINE; /* live records and tombstones */
 } TFA_ALIGNED_CACHELINE tfa_ptr_shard_t;
 
 /* Zero-initialised storage is an empty, usable table. */
 typedef struct tfa_ptr_table_s {
 	tfa_ptr_shard_t shards[TFA_PTR_SHARDS];
+	void (*stale_fn)(void *arg, const tfa_record_t *rec);
+	void *stale_arg;
 } tfa_ptr_table_t;
+
+/* How an operation holds its shard. */
+enum tfa_ptr_hold_mode_e {
+	TFA_PTR_EXCLUSIVE = 0, /* no other thread can touch the table: plain stores */
+	TFA_PTR_ANNOUNCED = 1, /* the thread's record announces the shard */
+	TFA_PTR_LOCKED = 2,    /* the rebuild lock is held (threads without a record) */
+};
 
 /*
  * A shard held for a sequence of operations: the tracker changes the table
- * and its statistics in one critical section, so that fork (which holds every
- * shard lock) never sees one without the other.
+ * and its statistics in one section, so that fork (which waits for every
+ * section to end) never sees one without the other.
  */
 typedef struct tfa_ptr_held_s {
 	tfa_ptr_shard_t *shard;
-	bool locked;
+	tfa_thread_rec_t *rec; /* the announcing record (TFA_PTR_ANNOUNCED) */
+	uint8_t mode;
+	uint8_t depth;
 } tfa_ptr_held_t;
 
-#define TFA_PTR_TOMBSTONE ((uint64_t)1) /* no pointer the shim records is odd */
+/*
+ * Keys: 0 an empty slot; an odd key a tombstone, the freed pointer + 1 (no
+ * pointer the shim records is odd; what was freed there helps tell a double
+ * free); TFA_PTR_BUSY a slot being filled.
+ */
+#define TFA_PTR_BUSY ((uint64_t)2)
+#define TFA_PTR_IS_TOMBSTONE(k) (((k) & 1) != 0)
+#define TFA_PTR_AGAIN 2 /* insert: the shard needs room; release, make room, retry */
 
 /*
- * A shard is purged of its tombstones when live records and tombstones pass
- * 7/8 of it, and doubled instead when live records alone pass 3/4: 32-byte
- * slots then cost 43 to 85 bytes per live allocation (the benchmark's
- * memory target is 64 over the backend's own).
+ * An insert makes room (purges tombstones in place, or doubles the shard when
+ * more than 3/4 of it is live) when live records and tombstones would pass
+ * 7/8 of it: 32-byte slots cost 43 to 85 bytes per live allocation (the
+ * benchmark's memory target is 64 over the backend's own).
  */
-#define TFA_PTR_OVERLOADED(s) (((s)->used + 1) * 8 > ((uint64_t)7 << (s)->lg_cap))
-#define TFA_PTR_LG_CAP_INITIAL 7        /* 128 slots: one 4 KiB page */
+#define TFA_PTR_OVERLOADED(used, lg_cap) (((used) + 1) * 8 > ((uint64_t)7 << (lg_cap)))
+#define TFA_PTR_LG_CAP_INITIAL 7 /* 128 slots: one 4 KiB page */
 
 /*
  * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
@@ -167,8 +192,7 @@ tfa_ptr_slot_of(uint64_t h, uint32_t lg_cap)
  * consecutive operations probe one small shard table that stays in cache
  * (on a 500,000-block tree, 25% faster than 1 MiB regions over 32 shards);
  * and both jemalloc and glibc give each thread its own arena, so a thread's
- * table operations stay on shards (and lock cache lines) that other threads
- * rarely touch.
+ * operations mostly touch slots no other core writes.
  */
 static TFA_ALWAYS_INLINE tfa_ptr_shard_t *
 tfa_ptr_shard_of(tfa_ptr_table_t *t, uintptr_t p)
@@ -176,127 +200,201 @@ tfa_ptr_shard_of(tfa_ptr_table_t *t, uintptr_t p)
 	return &t->shards[tfa_ptr_hash(p >> 16) >> (64 - TFA_PTR_SHARDS_LG)];
 }
 
+/* Out-of-line parts of hold: no record, nested too deep, or the gate closed. */
+void tfa_ptr_hold_locked(tfa_ptr_held_t *h);
+void tfa_ptr_hold_gated(tfa_ptr_held_t *h);
+
 /*
- * Locks the shard of ptr.  No lock while the process has a single thread
- * (glibc clears __libc_single_threaded before the first thread starts, never
- * inside one of these sections); none either for the forking thread, which
- * holds them all.  [hot path] [takes shard lock]
+ * Holds the shard of ptr.  Nothing at all while the process has a single
+ * thread (glibc clears __libc_single_threaded before the first thread starts,
+ * never inside one of these sections), nor for the forking thread, which has
+ * excluded everyone else.  Otherwise the thread announces the shard with one
+ * exchange on its own cache line (a full barrier), then checks that no
+ * rebuild closed the gate: no cache line shared with other threads is
+ * written.  Two levels deep (a signal handler's malloc inside the shim's).
+ * [hot path]
  */
 static TFA_ALWAYS_INLINE tfa_ptr_held_t
 tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 {
-	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .locked = false };
+	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
-	if (tfa_unlikely(!__libc_single_threaded) && tfa_likely(!tfa_tls.holds_all_locks)) {
-		tfa_lock(&h.shard->lock);
-		h.locked = true;
+	if (tfa_likely(__libc_single_threaded) || tfa_unlikely(tfa_tls.holds_all_locks))
+		return h;
+	tfa_thread_rec_t *r = tfa_tls.rec;
+	uint32_t d = tfa_tls.table_depth;
+	if (tfa_unlikely(r == NULL || r == &tfa_orphan_rec || d >= TFA_ANNOUNCE_DEPTH)) {
+		tfa_ptr_hold_locked(&h);
+		return h;
 	}
+	tfa_tls.table_depth = d + 1;
+	h.mode = TFA_PTR_ANNOUNCED;
+	h.rec = r;
+	h.depth = (uint8_t)d;
+	(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
+	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0))
+		tfa_ptr_hold_gated(&h);
 	return h;
 }
 
 static TFA_ALWAYS_INLINE void
 tfa_ptr_table_release(tfa_ptr_held_t h)
 {
-	if (h.locked)
-		tfa_unlock(&h.shard->lock);
+	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)) {
+		__atomic_store_n(&h.rec->announce[h.depth], NULL, __ATOMIC_RELEASE);
+		tfa_tls.table_depth = h.depth;
+	} else if (h.mode == TFA_PTR_LOCKED) {
+		tfa_unlock(&h.shard->rebuild_lock);
+	}
 }
 
 /*
- * The out-of-line part of an insert into an overloaded shard: maps, grows or
- * purges it.  Returns 0, 1 when no memory could be had and only a tombstone
- * may take the record (one slot must stay empty), or -ENOMEM.
+ * Makes room in ptr's shard: maps, grows or purges it.  Returns 0, or
+ * -ENOMEM when no memory could be had and the shard is full.  REQUIRES: the
+ * caller holds no shard of t.
  */
-int tfa_ptr_shard_make_room(tfa_ptr_shard_t *s) TFA_MUST_CHECK;
+int tfa_ptr_table_make_room(tfa_ptr_table_t *t, uintptr_t ptr) TFA_MUST_CHECK;
+
+/* Remembers a freed pointer on this thread, to tell a double free later. */
+static TFA_ALWAYS_INLINE void
+tfa_ptr_note_freed(uintptr_t ptr)
+{
+	tfa_tls.recent_free[tfa_tls.recent_pos++ % TFA_RECENT_FREES] = ptr;
+}
 
 /*
- * As tfa_ptr_table_insert, on a held shard.  REQUIRES: h holds rec->ptr's
- * shard.  [hot path]
+ * As tfa_ptr_table_insert, on a held shard.  Returns TFA_PTR_AGAIN when the
+ * shard must first make room (nothing was changed).  A stale record for the
+ * same pointer (a free that bypassed the shim) is replaced when it lies on
+ * the probe path; one further along is dropped at the shard's next rebuild.
+ * REQUIRES: h holds rec->ptr's shard.  [hot path]
  */
 static TFA_ALWAYS_INLINE int
-tfa_ptr_held_insert(tfa_ptr_held_t held, const tfa_record_t *rec, tfa_record_t *replaced)
+tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *replaced)
 {
-	tfa_ptr_shard_t *s = held.shard;
-	bool room = true;
+	tfa_ptr_shard_t *s = h.shard;
+	tfa_record_t *slots = s->slots;
+	uint32_t lg_cap = s->lg_cap;
+	bool concurrent = h.mode != TFA_PTR_EXCLUSIVE;
+	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
 
-	if (tfa_unlikely(s->lg_cap == 0 || TFA_PTR_OVERLOADED(s))) {
-		int r = tfa_ptr_shard_make_room(s);
-		if (r < 0)
-			return r;
-		room = r == 0;
-	}
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash((uintptr_t)rec->ptr), s->lg_cap);
-	tfa_record_t *reuse = NULL;
-	for (;;) {
-		tfa_record_t *slot = &s->slots[i];
-		uint64_t key = slot->ptr;
-		if (key == 0)
-			break;
-		if (key == TFA_PTR_TOMBSTONE) {
-			if (reuse == NULL)
-				reuse = slot;
-		} else if (tfa_unlikely(key == rec->ptr)) {
+	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, lg_cap) && !s->starved))
+		return TFA_PTR_AGAIN;
+	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
+	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash((uintptr_t)rec->ptr), lg_cap);
+	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+		tfa_record_t *slot = &slots[i];
+		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
+		if (tfa_unlikely(key == rec->ptr)) {
 			if (replaced != NULL)
 				*replaced = *slot;
-			*slot = *rec;
+			slot->size_meta = rec->size_meta;
+			slot->id_thread = rec->id_thread;
+			slot->stack_id = rec->stack_id;
+			slot->tag = rec->tag;
 			return 1;
 		}
-		i = (i + 1) & mask;
-	}
-	if (reuse == NULL) {
-		if (tfa_unlikely(!room))
+		if (key != 0 && !TFA_PTR_IS_TOMBSTONE(key))
+			continue;
+		/* A starved shard keeps one slot empty: every probe must end. */
+		if (key == 0 && tfa_unlikely(s->starved)
+		    && __atomic_load_n(&s->used, __ATOMIC_RELAXED) + 2 > mask + 1)
 			return -ENOMEM;
-		reuse = &s->slots[i];
-		s->used++;
+		if (concurrent) {
+			if (!__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
+							 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				n--; /* lost the slot to another insert: look at it again */
+				i = (i - 1) & mask;
+				continue;
+			}
+			if (key == 0)
+				__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
+		} else if (key == 0) {
+			__atomic_store_n(&s->used, used + 1, __ATOMIC_RELAXED);
+		}
+		slot->size_meta = rec->size_meta;
+		slot->id_thread = rec->id_thread;
+		slot->stack_id = rec->stack_id;
+		slot->tag = rec->tag;
+		__atomic_store_n(&slot->ptr, rec->ptr, __ATOMIC_RELEASE);
+		return 0;
 	}
-	*reuse = *rec;
-	s->count++;
-	return 0;
+	return TFA_PTR_AGAIN; /* every slot live: only a rebuild can help */
+}
+
+/* The out-of-line part of tfa_ptr_held_insert_room. */
+int tfa_ptr_insert_after_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record_t *rec,
+			      tfa_record_t *replaced);
+
+/*
+ * tfa_ptr_held_insert, making room when the shard needs it: *h is released
+ * for the rebuild and held again.  Returns 0, 1 (see tfa_ptr_table_insert) or
+ * -ENOMEM.  REQUIRES: the caller holds no lock (a rebuild waits for other
+ * threads' operations, which may wait for it).  [hot path]
+ */
+static TFA_ALWAYS_INLINE int
+tfa_ptr_held_insert_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record_t *rec,
+			 tfa_record_t *replaced)
+{
+	int r = tfa_ptr_held_insert(*h, rec, replaced);
+
+	if (tfa_unlikely(r == TFA_PTR_AGAIN))
+		r = tfa_ptr_insert_after_room(t, h, rec, replaced);
+	return r;
 }
 
 /*
- * Removes ptr's record from a held shard into *out.  A removed slot becomes a
- * tombstone, or empty when the next slot is empty (then no probe runs through
- * it, nor through the tombstones just before it).  [hot path]
+ * Removes ptr's record from a held shard into *out.  The slot becomes a
+ * tombstone; with a single thread, empty instead when the next slot is empty
+ * (then no probe runs through it, nor through the tombstones just before it).
+ * False when ptr is not there (or another thread freed it at the same time).
+ * [hot path]
  */
 static TFA_ALWAYS_INLINE bool
-tfa_ptr_held_remove(tfa_ptr_held_t held, uintptr_t ptr, tfa_record_t *out)
+tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 {
-	tfa_ptr_shard_t *s = held.shard;
+	tfa_ptr_shard_t *s = h.shard;
+	tfa_record_t *slots = s->slots;
 
-	if (tfa_unlikely(ptr <= TFA_PTR_TOMBSTONE || s->lg_cap == 0))
+	if (tfa_unlikely(ptr <= TFA_PTR_BUSY || (ptr & 1) != 0 || slots == NULL))
 		return false;
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
 	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), s->lg_cap);
-	for (;;) {
-		uint64_t key = s->slots[i].ptr;
+	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (key == ptr)
 			break;
-		if (key == 0)
+		if (key == 0 || n == mask)
 			return false;
-		i = (i + 1) & mask;
 	}
+	tfa_record_t *slot = &slots[i];
 	if (out != NULL)
-		*out = s->slots[i];
-	s->count--;
-	s->recent[s->recent_pos++ % TFA_PTR_RECENT] = ptr;
-	if (tfa_likely(s->slots[(i + 1) & mask].ptr != 0)) {
-		s->slots[i].ptr = TFA_PTR_TOMBSTONE;
+		*out = *slot;
+	tfa_ptr_note_freed(ptr);
+	if (h.mode != TFA_PTR_EXCLUSIVE) {
+		uint64_t expected = ptr;
+		return __atomic_compare_exchange_n(&slot->ptr, &expected, ptr + 1, false,
+						   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+	if (tfa_likely(slots[(i + 1) & mask].ptr != 0)) {
+		slot->ptr = ptr + 1;
 		return true;
 	}
-	s->slots[i].ptr = 0;
-	s->used--;
-	for (i = (i - 1) & mask; s->slots[i].ptr == TFA_PTR_TOMBSTONE; i = (i - 1) & mask) {
-		s->slots[i].ptr = 0;
-		s->used--;
+	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+	slot->ptr = 0;
+	used--;
+	for (i = (i - 1) & mask; TFA_PTR_IS_TOMBSTONE(slots[i].ptr); i = (i - 1) & mask) {
+		slots[i].ptr = 0;
+		used--;
 	}
+	__atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
 	return true;
 }
 
 /*
  * Inserts a record.  Returns 0; 1 when a record for the same pointer was
  * already there (a free the shim never saw: *replaced receives the old record);
- * -ENOMEM when no memory for the table can be had.  [hot path] [takes shard lock]
+ * -ENOMEM when no memory for the table can be had.  [hot path]
  */
 int tfa_ptr_table_insert(tfa_ptr_table_t *t, const tfa_record_t *rec, tfa_record_t *replaced)
 	TFA_MUST_CHECK;
@@ -307,23 +405,34 @@ bool tfa_ptr_table_remove(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out);
 /* Copies ptr's record into *out (when out != NULL).  Returns false when absent. */
 bool tfa_ptr_table_lookup(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out);
 
-/* Whether ptr was among the last pointers removed from its shard. */
+/*
+ * Whether ptr was freed lately: among this thread's last TFA_RECENT_FREES
+ * frees, or still a tombstone in its shard.
+ */
 bool tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr);
 
-/* Live records in the table. */
+/* Live records in the table (a walk: for reports and tests). */
 uint64_t tfa_ptr_table_count(tfa_ptr_table_t *t);
 
 /*
- * Calls fn on every record, shard by shard, holding that shard's lock.
- * REQUIRES: fn neither allocates through the shim nor touches the table.
+ * Calls fn on every record, shard by shard, with that shard's operations
+ * excluded.  REQUIRES: fn neither allocates through the shim nor touches the
+ * table.
  */
 void tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record_t *rec),
 			   void *arg);
 
+/*
+ * Stale records (a pointer recorded twice: a free bypassed the shim) that a
+ * rebuild dropped are passed to fn, with the shard's operations excluded.
+ */
+void tfa_ptr_table_set_stale_hook(tfa_ptr_table_t *t,
+				  void (*fn)(void *arg, const tfa_record_t *rec), void *arg);
+
 /* Unmaps every shard; the table is empty and usable again afterwards. */
 void tfa_ptr_table_destroy(tfa_ptr_table_t *t);
 
-/* Fork: take every shard lock before fork, release (parent) or reset (child) after. */
+/* Fork: exclude every operation before fork, admit them again after (parent, child). */
 void tfa_ptr_table_prefork(tfa_ptr_table_t *t);
 void tfa_ptr_table_postfork_parent(tfa_ptr_table_t *t);
 void tfa_ptr_table_postfork_child(tfa_ptr_table_t *t);

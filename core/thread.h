@@ -39,11 +39,17 @@ typedef struct tfa_stat_slot_s {
 	uint64_t id_end;
 } tfa_stat_slot_t;
 
+/* Nesting of pointer-table sections a thread announces (a signal handler's malloc). */
+#define TFA_ANNOUNCE_DEPTH 2
+#define TFA_RECENT_FREES   32
+
 typedef struct tfa_thread_rec_s {
 	struct tfa_thread_rec_s *next_all; /* every record ever made; never unlinked */
 	struct tfa_thread_rec_s *next_free;
 	uint32_t index; /* 1-based registration number of the current owner */
 	uint32_t live;
+	/* The pointer-table shards this thread is inside (core/ptr_table.h). */
+	void *announce[TFA_ANNOUNCE_DEPTH];
 	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
@@ -60,7 +66,10 @@ typedef struct tfa_tls_s {
 	uint32_t holds_all_locks;  /* this thread is forking and holds every lock */
 	uint32_t in_shim;          /* depth of shim calls on this thread */
 	int pending_signal;        /* a fatal signal that arrived inside a shim call */
+	uint32_t table_depth;      /* pointer-table sections announced */
+	uint32_t recent_pos;
 	tfa_thread_rec_t *rec;
+	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */
 } tfa_tls_t;
 
 extern TFA_TLS tfa_tls_t tfa_tls;

@@ -90,6 +90,21 @@ slot_exit(slot_ref_t ref)
 		tfa_unlock(ref.lock);
 }
 
+static uint64_t next_id(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s);
+
+/*
+ * A new allocation id and the thread, in a section of its own: the insert
+ * that follows may rebuild a shard, which must not wait with a lock held.
+ */
+static void
+take_id(tfa_tracking_allocator_t *ta, tfa_alloc_info_t *info)
+{
+	slot_ref_t ref = slot_enter(ta);
+	info->id = next_id(ta, ref.slot);
+	info->thread = ref.thread;
+	slot_exit(ref);
+}
+
 void
 tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
@@ -204,6 +219,13 @@ tfa_tracking_insert_failed(tfa_tracking_allocator_t *ta, int r, const tfa_record
 		degrade(ta);
 }
 
+/* A rebuild found a pointer recorded twice: the older record's free bypassed the shim. */
+static void
+stale_record(void *arg, const tfa_record_t *rec)
+{
+	account_lost_free(arg, rec);
+}
+
 int
 tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapped,
 			    tfa_ptr_table_t *table, bool per_thread_stats)
@@ -214,6 +236,7 @@ tfa_tracking_allocator_init(tfa_tracking_allocator_t *ta, tfa_allocator_t *wrapp
 	tfa_allocator_wrapper_init(&ta->wrapper, wrapped, &tfa_tracking_allocator_ops);
 	ta->backends[wrapped->backend_id] = wrapped;
 	ta->table = table;
+	tfa_ptr_table_set_stale_hook(table, stale_record, ta);
 	ta->slot = -1;
 	if (per_thread_stats) {
 		int slot = tfa_thread_slot_acquire(slot_flush, ta);
@@ -307,16 +330,13 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 	int r;
 
 	/* Record and count in one critical section: a fork sees both or neither. */
+	if (!internal)
+		take_id(ta, &info);
+	tfa_record_t rec = tfa_record_pack(&info);
 	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
-	if (internal) {
-		tfa_record_t rec = tfa_record_pack(&info);
-		r = tfa_ptr_held_insert(held, &rec, &old);
-	} else {
+	r = tfa_ptr_held_insert_room(ta->table, &held, &rec, &old);
+	if (!internal) {
 		slot_ref_t ref = slot_enter(ta);
-		info.id = next_id(ta, ref.slot);
-		info.thread = ref.thread;
-		tfa_record_t rec = tfa_record_pack(&info);
-		r = tfa_ptr_held_insert(held, &rec, &old);
 		if (tfa_likely(r >= 0))
 			account_alloc(ref.slot, nbytes, asz, reserved);
 		tfa_tracking_settle(ta, ref.slot);
@@ -492,20 +512,18 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 
 	info.ptr = (uintptr_t)q;
 	info.requested = nbytes;
+	if (!internal) {
+		take_id(ta, &info);
+		info.tag = tfa_tls.tag;
+		info.kind = TFA_KIND_MALLOC;
+	}
+	rec = tfa_record_pack(&info);
 	held = tfa_ptr_table_hold(ta->table, (uintptr_t)q);
-	if (internal) {
-		rec = tfa_record_pack(&info);
-		r = tfa_ptr_held_insert(held, &rec, &old);
-	} else {
+	r = tfa_ptr_held_insert_room(ta->table, &held, &rec, &old);
+	if (!internal) {
 		size_t new_asz = tfa_tracking_backend_allocated(b, q, nbytes, alignment);
 		slot_ref_t ref = slot_enter(ta);
 		tfa_stat_slot_t *s = ref.slot;
-		info.id = next_id(ta, s);
-		info.thread = ref.thread;
-		info.tag = tfa_tls.tag;
-		info.kind = TFA_KIND_MALLOC;
-		rec = tfa_record_pack(&info);
-		r = tfa_ptr_held_insert(held, &rec, &old);
 		s->num_reallocs++;
 		if (tfa_likely(r >= 0)) {
 			account_alloc(s, nbytes, new_asz, reserved);
@@ -529,7 +547,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 out_refused:
 	/* The old block is intact: its record goes back, and its count with it. */
 	held = tfa_ptr_table_hold(ta->table, (uintptr_t)ptr);
-	if (tfa_ptr_held_insert(held, &rec, NULL) < 0) {
+	if (tfa_ptr_held_insert_room(ta->table, &held, &rec, NULL) < 0) {
 		tfa_ptr_table_release(held);
 		degrade(ta);
 		*result = TFA_FREE_NOMEM;

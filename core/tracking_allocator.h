@@ -277,7 +277,7 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)p);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	rec.id_thread = (id & TFA_ID_MAX) | ((uint64_t)(trec->index & 0xffffff) << 40);
-	int r = tfa_ptr_held_insert(held, &rec, &old);
+	int r = tfa_ptr_held_insert_room(ta->table, &held, &rec, &old);
 	if (tfa_likely(r >= 0)) {
 		s->num_allocs++;
 		s->total_bytes += nbytes;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/thread.h"
 
 /* Zeroed static storage is an empty table; each forked test gets a fresh one. */
 static tfa_ptr_table_t table;
@@ -143,12 +144,10 @@ START_TEST(test_ptr_table_recently_freed)
 	ck_assert(!tfa_ptr_table_recently_freed(&table, 0xa000));
 
 	/*
-	 * After many more frees the memory is finite: old ones are forgotten.
-	 * The pointers share 0x9000's page and 1 MiB region and are many, so
-	 * whatever the sharding (by region or by pointer hash), 0x9000's shard
-	 * sees far more than TFA_PTR_RECENT of them.
+	 * After many more frees the memory is finite: old ones are forgotten,
+	 * both this thread's list of its last frees and the tombstones.
 	 */
-	for (uint64_t i = 0; i < (uint64_t)TFA_PTR_SHARDS * TFA_PTR_RECENT * 4; i++) {
+	for (uint64_t i = 0; i < (uint64_t)TFA_PTR_SHARDS * TFA_RECENT_FREES; i++) {
 		uintptr_t p = 0x10000 + (uintptr_t)i * 16;
 		insert_ok(p, 1, i + 1);
 		ck_assert(tfa_ptr_table_remove(&table, p, NULL));
@@ -496,6 +495,218 @@ START_TEST(test_ptr_table_threads)
 }
 END_TEST
 
+/*
+ * Threads sharing shards: pointer i of thread t is interleaved with the other
+ * threads' (same 64 KiB regions, neighbouring slots), so inserts race for
+ * slots, and shards grow and purge while other threads operate on them.
+ * Half the threads announce their operations (registered), half take the
+ * rebuild lock (unregistered): both protocols run against each other.
+ */
+#define SHARE_THREADS 4
+#define SHARE_N       60000
+
+static uintptr_t
+share_ptr(uint64_t t, uint64_t i)
+{
+	return (uintptr_t)0x7e0000000000 + (uintptr_t)(i * SHARE_THREADS + t) * 16;
+}
+
+static void *
+share_worker(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg;
+	tfa_record_t out;
+
+	if (t % 2 == 0)
+		(void)tfa_thread_rec();
+	for (int round = 0; round < 3; round++) {
+		for (uint64_t i = 0; i < SHARE_N; i++) {
+			tfa_record_t rec = make_rec(share_ptr(t, i), i, t * SHARE_N + i + 1);
+			if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		}
+		for (uint64_t i = 0; i < SHARE_N; i++) {
+			bool found = tfa_ptr_table_remove(&table, share_ptr(t, i), &out);
+			tfa_alloc_info_t info;
+			tfa_record_unpack(&out, &info);
+			if (!found || info.requested != i || info.id != t * SHARE_N + i + 1)
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		}
+	}
+	/* Leave every third one in. */
+	for (uint64_t i = 0; i < SHARE_N; i += 3) {
+		tfa_record_t rec = make_rec(share_ptr(t, i), i, i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static bool walker_stop;
+
+/* Walks the table while the workers change it: every record seen is whole. */
+static void
+walk_cb(void *arg, const tfa_record_t *rec)
+{
+	tfa_alloc_info_t info;
+	uint64_t *bad = arg;
+
+	tfa_record_unpack(rec, &info);
+	uint64_t idx = (info.ptr - 0x7e0000000000) / 16;
+	if (info.ptr < 0x7e0000000000 || info.requested != idx / SHARE_THREADS)
+		(*bad)++;
+}
+
+static void *
+walker(void *arg)
+{
+	uint64_t *bad = arg;
+
+	(void)tfa_thread_rec();
+	while (!__atomic_load_n(&walker_stop, __ATOMIC_RELAXED)) {
+		tfa_ptr_table_foreach(&table, walk_cb, bad);
+		(void)tfa_ptr_table_count(&table);
+	}
+	return NULL;
+}
+
+START_TEST(test_ptr_table_threads_share_shards)
+{
+	pthread_t th[SHARE_THREADS], w;
+	uint64_t bad = 0;
+
+	ck_assert_int_eq(pthread_create(&w, NULL, walker, &bad), 0);
+	for (uintptr_t t = 0; t < SHARE_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, share_worker, (void *)t), 0);
+	for (int t = 0; t < SHARE_THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	__atomic_store_n(&walker_stop, true, __ATOMIC_RELAXED);
+	ck_assert_int_eq(pthread_join(w, NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), SHARE_THREADS * ((SHARE_N + 2) / 3));
+	for (uint64_t t = 0; t < SHARE_THREADS; t++)
+		for (uint64_t i = 0; i < SHARE_N; i++)
+			if (tfa_ptr_table_lookup(&table, share_ptr(t, i), NULL) != (i % 3 == 0))
+				ck_abort_msg("thread %llu pointer %llu in the wrong state",
+				             (unsigned long long)t, (unsigned long long)i);
+}
+END_TEST
+
+/* Two threads free the same pointers at once: each is removed exactly once. */
+#define RACE_N 200000
+
+static uint64_t race_wins[2];
+static pthread_barrier_t race_go;
+
+static void *
+race_worker(void *arg)
+{
+	uintptr_t t = (uintptr_t)arg;
+
+	(void)tfa_thread_rec();
+	pthread_barrier_wait(&race_go);
+	for (uint64_t i = 0; i < RACE_N; i++)
+		if (tfa_ptr_table_remove(&table, 0x7d0000000000 + (uintptr_t)i * 32, NULL))
+			race_wins[t]++;
+	return NULL;
+}
+
+START_TEST(test_ptr_table_remove_race)
+{
+	pthread_t th[2];
+
+	for (uint64_t i = 0; i < RACE_N; i++)
+		insert_ok(0x7d0000000000 + (uintptr_t)i * 32, i, i + 1);
+	ck_assert_int_eq(pthread_barrier_init(&race_go, NULL, 2), 0);
+	for (uintptr_t t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, race_worker, (void *)t), 0);
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	ck_assert_uint_eq(race_wins[0] + race_wins[1], RACE_N);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
+}
+END_TEST
+
+/* A stale record (its free bypassed the table) is handed to the hook when a rebuild meets it. */
+static uint64_t stale_seen;
+static uintptr_t stale_ptr;
+
+static void
+stale_cb(void *arg, const tfa_record_t *rec)
+{
+	(void)arg;
+	stale_seen++;
+	stale_ptr = (uintptr_t)rec->ptr;
+}
+
+START_TEST(test_ptr_table_stale_dropped_by_rebuild)
+{
+	tfa_record_t a = make_rec(0x7c0000000000, 1, 1), b = make_rec(0x7c0000000000, 2, 2);
+	tfa_ptr_held_t h;
+
+	tfa_ptr_table_set_stale_hook(&table, stale_cb, NULL);
+	insert_ok(0x7c0000000000 + 4096, 9, 9); /* maps the shard */
+	/* Put a's record beyond a tombstone on its own probe path, as an unseen free would. */
+	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7c0000000000);
+	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
+	uint64_t home = tfa_ptr_slot_of(tfa_ptr_hash(0x7c0000000000), sh->lg_cap);
+	ck_assert_uint_eq(sh->slots[home].ptr, 0);
+	sh->slots[home].ptr = 0x1001; /* a tombstone */
+	sh->slots[(home + 1) & mask] = a;
+	sh->used += 2;
+	/* The insert takes the tombstone: b shadows a. */
+	h = tfa_ptr_table_hold(&table, b.ptr);
+	ck_assert_int_eq(tfa_ptr_held_insert(h, &b, NULL), 0);
+	tfa_ptr_table_release(h);
+	tfa_record_t out;
+	ck_assert(tfa_ptr_table_lookup(&table, a.ptr, &out));
+	ck_assert_mem_eq(&out, &b, sizeof(b));
+	/* Fill the shard until it rebuilds: a is dropped, b stays. */
+	for (uint64_t i = 2; stale_seen == 0 && i < 100000; i++)
+		insert_ok(0x7c0000000000 + 4096 + i * 16, i, i);
+	ck_assert_uint_eq(stale_seen, 1);
+	ck_assert_uint_eq(stale_ptr, a.ptr);
+	ck_assert(tfa_ptr_table_lookup(&table, a.ptr, &out));
+	ck_assert_mem_eq(&out, &b, sizeof(b));
+	ck_assert(tfa_ptr_table_remove(&table, a.ptr, NULL));
+	ck_assert(!tfa_ptr_table_lookup(&table, a.ptr, NULL));
+	tfa_ptr_table_set_stale_hook(&table, NULL, NULL);
+}
+END_TEST
+
+/* A double free leaves a tombstone: recognised as recently freed from any thread. */
+static void *
+other_thread_check(void *arg)
+{
+	return (void *)(uintptr_t)tfa_ptr_table_recently_freed(&table, (uintptr_t)arg);
+}
+
+START_TEST(test_ptr_table_tombstone_tells_double_free)
+{
+	pthread_t th;
+	void *seen;
+
+	insert_ok(0x7b0000000000, 1, 1);
+	insert_ok(0x7b0000000000 + 16, 2, 2);
+	/* Force the tombstone path: a neighbour after it in the probe run. */
+	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7b0000000000);
+	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
+	uint64_t home = tfa_ptr_slot_of(tfa_ptr_hash(0x7b0000000000), sh->lg_cap);
+	if (sh->slots[(home + 1) & mask].ptr == 0) {
+		sh->slots[(home + 1) & mask] = make_rec(0x7b0000000000 + 4096, 3, 3);
+		sh->used++;
+	}
+	ck_assert(tfa_ptr_table_remove(&table, 0x7b0000000000, NULL));
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread_check, (void *)(uintptr_t)0x7b0000000000), 0);
+	ck_assert_int_eq(pthread_join(th, &seen), 0);
+	ck_assert(seen != NULL);
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread_check, (void *)(uintptr_t)0x7b0000000020), 0);
+	ck_assert_int_eq(pthread_join(th, &seen), 0);
+	ck_assert(seen == NULL);
+}
+END_TEST
+
 /* ---- memory ------------------------------------------------------------------------------- */
 
 START_TEST(test_ptr_table_arena_exhausted)
@@ -586,6 +797,10 @@ ptr_table_suite(void)
 	tcase_add_loop_test(tc, test_ptr_table_backward_shift, 0, 2);
 	tcase_add_test(tc, test_ptr_table_churn);
 	tcase_add_test(tc, test_ptr_table_threads);
+	tcase_add_test(tc, test_ptr_table_threads_share_shards);
+	tcase_add_test(tc, test_ptr_table_remove_race);
+	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
+	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
 	suite_add_tcase(s, tc);
 	return s;
 }
