@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/modules.h"
+
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/lock.h"
+
+typedef struct range_s {
+	uint64_t start, end;
+} range_t;
+
+typedef struct view_s {
+	uint32_t count;
+	range_t ranges[]; /* sorted by start */
+} view_t;
+
+static tfa_lock_t modules_lock = TFA_LOCK_INIT;
+static tfa_module_t *first;
+static tfa_module_t **tail = &first;
+static uint32_t module_count;
+static view_t *view; /* published with release; NULL until the first refresh */
+static char exe_path[4096];
+
+static bool
+same_module(const tfa_module_t *m, const char *path, uint64_t bias, uint64_t start)
+{
+	return m->bias == bias && m->start == start && strcmp(m->path, path) == 0;
+}
+
+/* The GNU build id from the object's PT_NOTE segments, as mapped in memory. */
+static void
+read_build_id(const struct dl_phdr_info *info, tfa_module_t *m)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		const uint8_t *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+			const uint8_t *name = p + sizeof(*n);
+			const uint8_t *desc = name + ((n->n_namesz + 3) & ~3u);
+			const uint8_t *next = desc + ((n->n_descsz + 3) & ~3u);
+			if (next > end || next <= p)
+				break;
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4
+			    && memcmp(name, "GNU", 4) == 0 && n->n_descsz > 0) {
+				m->build_id_len = TFA_MIN(n->n_descsz, (uint32_t)TFA_BUILD_ID_MAX);
+				memcpy(m->build_id, desc, m->build_id_len);
+				return;
+			}
+			p = next;
+		}
+	}
+}
+
+static int
+visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	bool *added = arg;
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uint64_t s = info->dlpi_addr + ph->p_vaddr;
+		lo = TFA_MIN(lo, s);
+		hi = TFA_MAX(hi, s + ph->p_memsz);
+	}
+	if (lo >= hi)
+		return 0;
+	const char *path = info->dlpi_name;
+	if (path == NULL || path[0] == '\0')
+		path = exe_path; /* the executable */
+	for (const tfa_module_t *m = first; m != NULL; m = m->next)
+		if (same_module(m, path, info->dlpi_addr, lo))
+			return 0;
+	tfa_module_t *m = tfa_arena_alloc(sizeof(*m));
+	const char *copy = tfa_arena_strndup(path, sizeof(exe_path) - 1);
+	if (m == NULL || copy == NULL)
+		return 1; /* no memory: keep what is known */
+	m->path = copy;
+	m->bias = info->dlpi_addr;
+	m->start = lo;
+	m->end = hi;
+	read_build_id(info, m);
+	__atomic_store_n(tail, m, __ATOMIC_RELEASE); /* readers walk the list without the lock */
+	tail = &m->next;
+	__atomic_store_n(&module_count, module_count + 1, __ATOMIC_RELEASE);
+	*added = true;
+	return 0;
+}
+
+/* A new sorted view of every module's range.  REQUIRES: modules lock. */
+static void
+publish_view(void)
+{
+	view_t *v = tfa_arena_alloc(sizeof(*v) + module_count * sizeof(range_t));
+
+	if (v == NULL)
+		return;
+	uint32_t n = 0;
+	for (const tfa_module_t *m = first; m != NULL && n < module_count; m = m->next) {
+		/* Insertion sort: refreshes are rare and modules few. */
+		uint32_t i = n++;
+		while (i > 0 && v->ranges[i - 1].start > m->start) {
+			v->ranges[i] = v->ranges[i - 1];
+			i--;
+		}
+		v->ranges[i].start = m->start;
+		v->ranges[i].end = m->end;
+	}
+	v->count = n;
+	__atomic_store_n(&view, v, __ATOMIC_RELEASE);
+}
+
+bool
+tfa_modules_refresh(void)
+{
+	if (!tfa_trylock(&modules_lock))
+		return false;
+	if (exe_path[0] == '\0') {
+		ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
+		if (n <= 0)
+			memcpy(exe_path, "[executable]", sizeof("[executable]"));
+		else
+			exe_path[n] = '\0';
+	}
+	bool added = false;
+	dl_iterate_phdr(visit, &added);
+	if (added || view == NULL)
+		publish_view();
+	tfa_unlock(&modules_lock);
+	return true;
+}
+
+bool
+tfa_modules_covers(uintptr_t addr)
+{
+	const view_t *v = __atomic_load_n(&view, __ATOMIC_ACQUIRE);
+
+	if (v == NULL)
+		return false;
+	/* The last range starting at or below addr; ranges of unloaded modules may overlap newer ones. */
+	uint32_t lo = 0, hi = v->count;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v->ranges[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t i = lo; i-- > 0;) {
+		if (addr < v->ranges[i].end)
+			return true;
+		/* Ranges do not nest in practice; a few steps back cover overlaps. */
+		if (lo - i > 4)
+			break;
+	}
+	return false;
+}
+
+const tfa_module_t *
+tfa_modules_first(void)
+{
+	return __atomic_load_n(&first, __ATOMIC_ACQUIRE);
+}
+
+uint32_t
+tfa_modules_count(void)
+{
+	return __atomic_load_n(&module_count, __ATOMIC_ACQUIRE);
+}
+
+void
+tfa_modules_prefork(void)
+{
+	tfa_lock(&modules_lock);
+}
+
+void
+tfa_modules_postfork_parent(void)
+{
+	tfa_unlock(&modules_lock);
+}
+
+void
+tfa_modules_postfork_child(void)
+{
+	tfa_lock_init(&modules_lock);
+}
