@@ -124,6 +124,7 @@ typedef struct tfa_allocation_attrs_s {
 	bool allocation_will_be_logged;
 	bool zero_fill;                /* tfalloc: calloc semantics */
 	uint8_t kind;                  /* tfalloc: enum tfa_alloc_kind_e of the call */
+	uint32_t stack_id;             /* tfalloc: the call's stack (core/stack_table.h); 0: none */
 } tfa_allocation_attrs_t;
 
 /* ---- AllocatorStats --------------------------------------------------------------------- */

@@ -235,7 +235,7 @@ tfa_shim_realloc(void *ptr, size_t nbytes)
 	tfa_alloc_info_t old;
 
 	shim_enter();
-	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, &r, &old);
+	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, 0, &r, &old);
 	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM))
 		report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
 	shim_exit();

@@ -105,10 +105,14 @@ take_id(tfa_tracking_allocator_t *ta, tfa_alloc_info_t *info)
 	slot_exit(ref);
 }
 
+static void leaving(tfa_tracking_allocator_t *ta, int64_t before);
+
 void
 tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 {
 	if (s->pending_bytes != 0) {
+		if (s->pending_bytes < 0)
+			leaving(ta, __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED));
 		int64_t now = __atomic_add_fetch(&ta->in_use, s->pending_bytes, __ATOMIC_RELAXED);
 		raise_peak(&ta->peak, now);
 		s->pending_bytes = 0;
@@ -163,11 +167,40 @@ static void
 account_free(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, size_t requested, size_t allocated)
 {
 	s->num_frees++;
-	if (ta->bytes_limit > 0)
+	if (ta->bytes_limit > 0) {
+		leaving(ta, __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED));
 		__atomic_sub_fetch(&ta->in_use, (int64_t)requested, __ATOMIC_RELAXED);
-	else
+	} else {
 		s->pending_bytes -= (int64_t)requested;
+	}
 	s->pending_allocated -= (int64_t)allocated;
+}
+
+/* Site statistics of the slow paths (the fast ones are in the header). */
+static void
+site_alloc(tfa_tracking_allocator_t *ta, uint32_t stack_id, uint64_t bytes)
+{
+	if (stack_id != 0 && ta->sites != NULL)
+		tfa_sites_alloc(ta->sites, stack_id, bytes);
+}
+
+static void
+site_free(tfa_tracking_allocator_t *ta, uint32_t stack_id, uint64_t bytes)
+{
+	if (stack_id != 0 && ta->sites != NULL)
+		tfa_sites_free(ta->sites, stack_id, bytes);
+}
+
+/*
+ * The published bytes in use go down from `before`: when that was the peak,
+ * the sites' figures now are its breakdown.
+ */
+static void
+leaving(tfa_tracking_allocator_t *ta, int64_t before)
+{
+	if (ta->sites != NULL && before >= __atomic_load_n(&ta->peak, __ATOMIC_RELAXED)
+	    && before > __atomic_load_n(&ta->sites->snapshot_bytes, __ATOMIC_RELAXED))
+		tfa_sites_snapshot(ta->sites, before);
 }
 
 /* A pointer recorded twice: the backend reused it after a free the shim never saw. */
@@ -187,6 +220,7 @@ account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
 	account_free(ta, ref.slot, info.requested, asz);
 	tfa_tracking_settle(ta, ref.slot);
 	slot_exit(ref);
+	site_free(ta, info.stack_id, info.requested);
 	TFA_LOG_ONCE("pointer %p was handed out again while tfalloc held it live: "
 		     "a free bypassed tfalloc (counted as freed)",
 		     (void *)info.ptr);
@@ -323,6 +357,7 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		.kind = attrs->kind,
 		.device = ta->device_code,
 		.lg_align = lg_of(alignment),
+		.stack_id = internal ? 0 : attrs->stack_id,
 		.tag = tfa_tls.tag,
 	};
 	size_t asz = internal ? 0 : tfa_tracking_backend_allocated(b, p, nbytes, alignment);
@@ -341,6 +376,8 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 			account_alloc(ref.slot, nbytes, asz, reserved);
 		tfa_tracking_settle(ta, ref.slot);
 		slot_exit(ref);
+		if (tfa_likely(r >= 0))
+			site_alloc(ta, info.stack_id, nbytes);
 	}
 	tfa_ptr_table_release(held);
 
@@ -396,6 +433,7 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 			account_free(ta, ref.slot, info->requested, asz);
 			tfa_tracking_settle(ta, ref.slot);
 			slot_exit(ref);
+			site_free(ta, info->stack_id, info->requested);
 		}
 	}
 	tfa_ptr_table_release(held);
@@ -435,8 +473,8 @@ realloc_uncount_old(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, size_t req
 }
 
 void *
-tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result,
-			tfa_alloc_info_t *old_info)
+tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, uint32_t stack_id,
+			int *result, tfa_alloc_info_t *old_info)
 {
 	tfa_record_t rec;
 	tfa_alloc_info_t info;
@@ -507,6 +545,8 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		raise_peak(&ta->peak, reserved_now);
 
 	uint8_t made_by = info.kind;
+	uint32_t old_stack = info.stack_id;
+	size_t old_requested = info.requested;
 	tfa_record_t old;
 	int r;
 
@@ -516,6 +556,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		take_id(ta, &info);
 		info.tag = tfa_tls.tag;
 		info.kind = TFA_KIND_MALLOC;
+		info.stack_id = stack_id;
 	}
 	rec = tfa_record_pack(&info);
 	held = tfa_ptr_table_hold(ta->table, (uintptr_t)q);
@@ -533,6 +574,9 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		}
 		tfa_tracking_settle(ta, s);
 		slot_exit(ref);
+		site_free(ta, old_stack, old_requested);
+		if (r >= 0)
+			site_alloc(ta, stack_id, nbytes);
 	}
 	tfa_ptr_table_release(held);
 
@@ -775,7 +819,7 @@ tracking_reallocate_raw(tfa_allocator_t *self, void *ptr, size_t old_size, size_
 {
 	(void)old_size;
 	(void)alignment;
-	return tfa_tracking_reallocate(tracker_of(self), ptr, nbytes, NULL, NULL);
+	return tfa_tracking_reallocate(tracker_of(self), ptr, nbytes, 0, NULL, NULL);
 }
 
 const tfa_allocator_ops_t tfa_tracking_allocator_ops = {

@@ -33,6 +33,7 @@
 #include "core/allocator.h"
 #include "core/ptr_table.h"
 #include "core/lock.h"
+#include "core/sites.h"
 #include "core/thread.h"
 
 #define TFA_MAX_BACKENDS       8
@@ -43,6 +44,7 @@ typedef struct tfa_tracking_allocator_s {
 	tfa_allocator_wrapper_t wrapper; /* base, and the backend new pointers come from */
 	tfa_allocator_t *backends[TFA_MAX_BACKENDS];
 	tfa_ptr_table_t *table;
+	tfa_sites_t *sites; /* per-stack statistics; NULL: none kept */
 	int slot;        /* per-thread stat slot, or -1: the shared slot below */
 	uint8_t device_code;
 	bool degraded;
@@ -126,11 +128,11 @@ int tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kin
 
 /*
  * realloc: resizes ptr (REQUIRES: ptr != NULL, nbytes > 0) within the backend
- * that owns it.  Returns the new pointer, or NULL with *result saying why.
+ * that owns it; the new block's stack is stack_id (0: none).  Returns the new pointer, or NULL with *result saying why.
  * *old (when not NULL) receives ptr's record as it was, when ptr was known.
  */
-void *tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, int *result,
-			      tfa_alloc_info_t *old);
+void *tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes,
+			      uint32_t stack_id, int *result, tfa_alloc_info_t *old);
 
 /* Looks ptr up; false when the tracker did not hand it out. */
 bool tfa_tracking_lookup(tfa_tracking_allocator_t *ta, const void *ptr, tfa_alloc_info_t *info);
@@ -192,7 +194,12 @@ tfa_tracking_settle_after(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, bool
 {
 	own_slot = own_slot || ta->slot >= 0;
 	if (tfa_likely(__libc_single_threaded) && own_slot) {
-		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + s->pending_bytes;
+		int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+		int64_t now = before + s->pending_bytes;
+		/* Leaving a new peak: its breakdown by site is the sites' figures now. */
+		if (now < before && ta->sites != NULL && before == __atomic_load_n(&ta->peak, __ATOMIC_RELAXED)
+		    && before > __atomic_load_n(&ta->sites->snapshot_bytes, __ATOMIC_RELAXED))
+			tfa_sites_snapshot(ta->sites, before);
 		int64_t anow =
 			__atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + s->pending_allocated;
 		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
@@ -268,7 +275,7 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		.size_meta = (uint64_t)nbytes | ((uint64_t)(b->backend_id & 7) << 47)
 			     | ((uint64_t)(attrs->kind & 7) << 50)
 			     | ((uint64_t)(ta->device_code & 31) << 53) | ((lg_align & 63) << 58),
-		.stack_id = 0,
+		.stack_id = attrs->stack_id,
 		.tag = tfa_tls.tag,
 	};
 	tfa_record_t old;
@@ -285,6 +292,8 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		if (nbytes > s->largest_alloc_size)
 			s->largest_alloc_size = nbytes;
 		tfa_tracking_count(ta, s, true, nbytes, asz);
+		if (rec.stack_id != 0 && ta->sites != NULL)
+			tfa_sites_alloc(ta->sites, rec.stack_id, nbytes);
 	}
 	tfa_ptr_table_release(held);
 	if (tfa_unlikely(r != 0))
@@ -321,7 +330,10 @@ tfa_tracking_free(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind, tfa_all
 		size_t asz = tfa_tracking_allocated_of(b, ptr, requested, alignment);
 		tfa_stat_slot_t *s = &trec->slots[ta->slot];
 		s->num_frees++;
+		/* Counted first: leaving the peak snapshots the sites before one changes. */
 		tfa_tracking_count(ta, s, false, requested, asz);
+		if (rec.stack_id != 0 && ta->sites != NULL)
+			tfa_sites_free(ta->sites, rec.stack_id, requested);
 	}
 	tfa_ptr_table_release(held);
 

@@ -411,7 +411,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	tfa_test_counts_t before = counts(&exact);
 
 	/* 40 -> 80 would make 110 bytes in use. */
-	void *r = tfa_tracking_reallocate(&ta, p, 80, &result, NULL);
+	void *r = tfa_tracking_reallocate(&ta, p, 80, 0, &result, NULL);
 	ck_assert_ptr_null(r);
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	tfa_alloc_info_t info;
@@ -426,7 +426,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	ck_assert_uint_eq(counts(&exact).live_blocks, 2);
 
 	/* 40 -> 70 fits exactly. */
-	unsigned char *s = tfa_tracking_reallocate(&ta, p, 70, &result, NULL);
+	unsigned char *s = tfa_tracking_reallocate(&ta, p, 70, 0, &result, NULL);
 	ck_assert_ptr_nonnull(s);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 40; k++)
@@ -434,7 +434,7 @@ START_TEST(test_tracking_allocator_bytes_limit_realloc)
 	expect_stats(3, 1, 1, 100, 100, 70, 140);
 
 	/* Shrinking always fits. */
-	s = tfa_tracking_reallocate(&ta, s, 10, &result, NULL);
+	s = tfa_tracking_reallocate(&ta, s, 10, 0, &result, NULL);
 	ck_assert_ptr_nonnull(s);
 	expect_stats(4, 2, 2, 40, 100, 70, 150);
 	tfa_tracking_deallocate(&ta, s, TFA_KIND_MALLOC, NULL);
@@ -465,7 +465,7 @@ START_TEST(test_tracking_allocator_double_and_invalid_free)
 	memset(&info, 0x5a, sizeof(info));
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, p, TFA_KIND_MALLOC, &info), TFA_FREE_DOUBLE);
 	ck_assert_uint_eq(info.ptr, (uintptr_t)p);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 10, &result, NULL));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 10, 0, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_DOUBLE);
 
 	/* A heap pointer the tracker never handed out: invalid. */
@@ -476,7 +476,7 @@ START_TEST(test_tracking_allocator_double_and_invalid_free)
 	ck_assert_uint_eq(info.ptr, (uintptr_t)(foreign + 32));
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, foreign, TFA_KIND_NEW, NULL),
 	                 TFA_FREE_INVALID);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, foreign, 10, &result, NULL));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, foreign, 10, 0, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_INVALID);
 	int on_stack;
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, &on_stack, TFA_KIND_MALLOC, NULL),
@@ -532,7 +532,7 @@ START_TEST(test_tracking_allocator_mismatched_kind)
 	/* realloc of memory from new: resized, reported as a mismatch naming the maker. */
 	p = tfa_tracking_allocate(&ta, 0, 8, &as_new);
 	tfa_alloc_info_t old;
-	void *q = tfa_tracking_reallocate(&ta, p, 16, &result, &old);
+	void *q = tfa_tracking_reallocate(&ta, p, 16, 0, &result, &old);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_MISMATCH);
 	ck_assert_uint_eq(old.kind, TFA_KIND_NEW);
@@ -562,7 +562,7 @@ START_TEST(test_tracking_allocator_internal_not_counted)
 	expect_allocated(0, 0, 0);
 
 	/* Resizing keeps it internal. */
-	void *q = tfa_tracking_reallocate(&ta, p, 5000, &result, NULL);
+	void *q = tfa_tracking_reallocate(&ta, p, 5000, 0, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	ck_assert(tfa_tracking_lookup(&ta, q, &info));
@@ -602,7 +602,7 @@ START_TEST(test_tracking_allocator_realloc)
 	ck_assert_int_eq(tfa_allocator_allocation_id(base(), p), 1);
 
 	/* Grow: one realloc = one free + one alloc; in use changes by the difference. */
-	unsigned char *q = tfa_tracking_reallocate(&ta, p, 300, &result, NULL);
+	unsigned char *q = tfa_tracking_reallocate(&ta, p, 300, 0, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 100; k++)
@@ -617,7 +617,7 @@ START_TEST(test_tracking_allocator_realloc)
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
 
 	/* Shrink. */
-	unsigned char *r = tfa_tracking_reallocate(&ta, q, 50, &result, NULL);
+	unsigned char *r = tfa_tracking_reallocate(&ta, q, 50, 0, &result, NULL);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(result, TFA_FREE_OK);
 	for (int k = 0; k < 50; k++)
@@ -645,16 +645,105 @@ START_TEST(test_tracking_allocator_realloc_allocated_bytes)
 	tracker_init(&rounding.base, true);
 	void *p = tfa_tracking_allocate(&ta, 0, 5, NULL);
 	expect_allocated(16, 16, 16);
-	void *q = tfa_tracking_reallocate(&ta, p, 17, &result, NULL);
+	void *q = tfa_tracking_reallocate(&ta, p, 17, 0, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	expect_stats(2, 1, 1, 17, 17, 17, 22);
 	expect_allocated(32, 32, 48);
 	ck_assert_uint_eq(tfa_allocator_allocated_size(base(), q), 32);
-	q = tfa_tracking_reallocate(&ta, q, 3, &result, NULL);
+	q = tfa_tracking_reallocate(&ta, q, 3, 0, &result, NULL);
 	expect_allocated(16, 32, 64);
 	tfa_tracking_deallocate(&ta, q, TFA_KIND_MALLOC, NULL);
 	expect_allocated(0, 32, 64);
 	expect_sizes(64, 32, 0);
+}
+END_TEST
+
+/*
+ * Site statistics through every path (fast allocate and free, general
+ * deallocate, realloc), and the peak's breakdown by site summing to the peak.
+ * _i: 0 one thread with a per-thread slot, 1 the shared slot (general paths).
+ */
+static tfa_sites_t sites;
+
+struct site_sum {
+	int64_t peak, in_use;
+	uint64_t allocs[8];
+	int64_t peak_of[8];
+};
+
+static void
+site_sum_cb(void *arg, uint32_t id, const tfa_site_t *s)
+{
+	struct site_sum *c = arg;
+
+	ck_assert_uint_lt(id, 8);
+	c->peak += s->peak_bytes;
+	c->in_use += s->in_use_bytes;
+	c->allocs[id] = s->allocs;
+	c->peak_of[id] = s->peak_bytes;
+}
+
+static struct site_sum
+site_sums(void)
+{
+	struct site_sum c;
+	tfa_allocator_stats_t st = stats();
+
+	memset(&c, 0, sizeof(c));
+	tfa_sites_foreach(&sites, st.peak_bytes_in_use, st.bytes_in_use, site_sum_cb, &c);
+	ck_assert_int_eq(c.peak, st.peak_bytes_in_use);
+	ck_assert_int_eq(c.in_use, st.bytes_in_use);
+	return c;
+}
+
+START_TEST(test_tracking_allocator_sites)
+{
+	tfa_allocation_attrs_t a1 = { .stack_id = 1 }, a2 = { .stack_id = 2 };
+	int result;
+
+	memset(&sites, 0, sizeof(sites));
+	tracker_init(&exact.base, _i == 0);
+	ta.sites = &sites;
+	void *p = tfa_tracking_allocate(&ta, 0, 100, &a1);
+	void *q = tfa_tracking_allocate(&ta, 0, 40, &a2);
+	void *r = tfa_tracking_allocate(&ta, 0, 10, NULL); /* no stack: in no site */
+	ck_assert(p != NULL && q != NULL && r != NULL);
+	ck_assert_int_eq(tfa_tracking_deallocate(&ta, r, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
+	/* The peak was 150 with r; the sites hold 140 of it. */
+	struct site_sum c;
+	memset(&c, 0, sizeof(c));
+	tfa_sites_foreach(&sites, 150, 140, site_sum_cb, &c);
+	ck_assert_int_eq(c.peak, 140);
+
+	/* realloc moves the bytes to the realloc's own stack. */
+	p = tfa_tracking_reallocate(&ta, p, 300, 3, &result, NULL);
+	ck_assert_ptr_nonnull(p);
+	c = site_sums(); /* 340 now, and the peak */
+	ck_assert_int_eq(c.peak_of[1], 0);
+	ck_assert_int_eq(c.peak_of[3], 300);
+	ck_assert_uint_eq(c.allocs[1], 1);
+	ck_assert_uint_eq(c.allocs[3], 1);
+
+	/* Leave the peak: its breakdown stays. */
+	ck_assert_int_eq(tfa_tracking_deallocate(&ta, p, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
+	void *big = tfa_tracking_allocate(&ta, 0, 200, &a1);
+	c = site_sums();
+	ck_assert_int_eq(c.peak_of[2], 40);
+	ck_assert_int_eq(c.peak_of[3], 300);
+	ck_assert_int_eq(c.peak_of[1], 0);
+	ck_assert_int_eq(c.in_use, 240);
+
+	/* A new peak through the fast path. */
+	void *more = tfa_tracking_allocate(&ta, 0, 500, &a2);
+	ck_assert_int_eq(tfa_tracking_deallocate(&ta, more, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
+	c = site_sums();
+	ck_assert_int_eq(c.peak_of[1], 200);
+	ck_assert_int_eq(c.peak_of[2], 540);
+	ck_assert_int_eq(tfa_tracking_deallocate(&ta, big, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
+	ck_assert_int_eq(tfa_tracking_deallocate(&ta, q, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
+	c = site_sums();
+	ck_assert_int_eq(c.in_use, 0);
+	ta.sites = NULL;
 }
 END_TEST
 
@@ -743,7 +832,7 @@ START_TEST(test_tracking_allocator_set_backend)
 	ck_assert_uint_eq(a.deallocate_raw + a.deallocate_raw_sized, 1);
 	ck_assert_uint_eq(b.deallocate_raw + b.deallocate_raw_sized, 0);
 
-	void *pa3 = tfa_tracking_reallocate(&ta, pa2, 200, &result, NULL);
+	void *pa3 = tfa_tracking_reallocate(&ta, pa2, 200, 0, &result, NULL);
 	ck_assert_ptr_nonnull(pa3);
 	ck_assert(tfa_test_backend_owns(&spy_a, pa3));
 	ck_assert(tfa_tracking_lookup(&ta, pa3, &info));
@@ -968,7 +1057,7 @@ START_TEST(test_tracking_allocator_backend_failure)
 	/* A failed realloc leaves the block, its record and the stats. */
 	before = stats();
 	tfa_faultsim_config(&fs, 0, 1);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 1000, &result, NULL));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, p, 1000, 0, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	after = stats();
 	ck_assert_mem_eq(&before, &after, sizeof(before));
@@ -1007,7 +1096,7 @@ START_TEST(test_tracking_allocator_backend_failure_with_limit)
 	ck_assert_int_eq(after.peak_bytes_in_use, before.peak_bytes_in_use);
 
 	tfa_faultsim_config(&fs, 0, 1);
-	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, keep, 800, &result, NULL));
+	ck_assert_ptr_null(tfa_tracking_reallocate(&ta, keep, 800, 0, &result, NULL));
 	ck_assert_int_eq(result, TFA_FREE_NOMEM);
 	after = stats();
 	ck_assert_int_eq(after.bytes_in_use, 100);
@@ -1053,7 +1142,7 @@ faultsim_scenario(tfa_faultsim_t *fs, long n, long repeat, uint64_t *failures)
 		if (p[k] == NULL)
 			continue;
 		size_t old = (size_t)(k + 1) * 10;
-		void *q = tfa_tracking_reallocate(&ta, p[k], old * 5, &result, NULL);
+		void *q = tfa_tracking_reallocate(&ta, p[k], old * 5, 0, &result, NULL);
 		if (q == NULL) {
 			ck_assert_int_eq(result, TFA_FREE_NOMEM);
 			ck_assert(tfa_tracking_lookup(&ta, p[k], NULL));
@@ -1130,7 +1219,7 @@ START_TEST(test_tracking_allocator_table_oom_degrades)
 		if (!tfa_tracking_lookup(&ta, p[k], NULL))
 			unrecorded = k;
 	ck_assert_int_ge(unrecorded, 0);
-	unsigned char *q = tfa_tracking_reallocate(&ta, p[unrecorded], 4000, &result, NULL);
+	unsigned char *q = tfa_tracking_reallocate(&ta, p[unrecorded], 4000, 0, &result, NULL);
 	ck_assert_ptr_nonnull(q);
 	for (int k = 0; k < 24; k++)
 		ck_assert_uint_eq(q[k], 0x33);
@@ -1233,6 +1322,7 @@ tracking_allocator_suite(void)
 	tcase_add_loop_test(tc, test_tracking_allocator_backend_failure_with_limit, 0, 2);
 	tcase_add_loop_test(tc, test_tracking_allocator_faultsim_loop, 0, 2);
 	tcase_add_test(tc, test_tracking_allocator_table_oom_degrades);
+	tcase_add_loop_test(tc, test_tracking_allocator_sites, 0, 2);
 	tcase_add_loop_test(tc, test_tracking_allocator_table_oom_from_start, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
