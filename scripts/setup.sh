@@ -9,10 +9,14 @@ cd "$(dirname "$0")/.."
 packages=(
 	# build
 	cmake make gcc g++ pkg-config binutils libc6-dev
+	# the symbolizer of tfalloc report (elfutils' libdw and libelf)
+	libdw-dev libelf-dev
 	# the real jemalloc the shim uses (its PIC archive) and programs that link it
 	libjemalloc-dev libjemalloc2
 	# unit tests, and the shim under memcheck
 	check valgrind
+	# call stacks: libunwind's header, and the library the shim loads at run time
+	libunwind-dev libunwind8
 	# real programs the tests run under the shim
 	python3 sqlite3 coreutils xz-utils
 )
