@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+#include "core/unwind.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * Only the types and constants: libunwind's functions are looked up in the
+ * library loaded by tfa_unwind_init, never linked (see there).
+ */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+/* ld.so's record of where the main thread's stack began (the address of argc). */
+extern void *__libc_stack_end;
+
+/*
+ * Frames tfa_unwind_capture may put between its caller and the unwinder
+ * (itself, a helper, unw_backtrace's own frame), dropped before `skip`.
+ */
+#define INTERNAL_FRAMES_MAX 4
+
+/* ---- frame pointers ----------------------------------------------------------------------- */
+
+/*
+ * Frame pointers are followed only where the memory is known to be there.
+ * Code compiled without frame pointers uses %rbp as an ordinary register, so
+ * the chain can lead anywhere; the stack bounds pthread_getattr_np gives
+ * would settle it, but it allocates (and reads /proc for the main thread).
+ * Instead, the stack the walk starts on is recognised for what it is:
+ *
+ *   the main thread's stack: from any frame up to __libc_stack_end, all of it
+ *     is one mapping (the kernel's stack, which only grows down);
+ *   a thread glibc started: its TCB, where the thread pointer points, sits at
+ *     the top of the same mapping as its stack (also for stacks the program
+ *     gave with pthread_attr_setstack), so the memory from any frame up to
+ *     the thread pointer is mapped.  Not on the main thread, whose TCB ld.so
+ *     allocated elsewhere: a coroutine stack the program mapped just below it
+ *     would pass for a thread stack, with a guard page in between.
+ *
+ * Both only within FP_WINDOW_MAX of the frame: a default stack is 8 MiB, and
+ * the further away the bound, the likelier a frame is on some other stack
+ * (a coroutine's, a sigaltstack) that merely lies below it.  On a stack of
+ * neither kind, each frame pointer must stay within FP_FRAME_MAX of the last
+ * one, and its page is checked with a system call before it is read (the
+ * pages already checked are remembered for the rest of the walk).
+ *
+ * Every frame pointer must also lie above the previous one (stacks grow
+ * down, so this also ends every loop) and be 8-aligned.  What this cannot
+ * catch: a chain through a coroutine stack that lies within FP_WINDOW_MAX
+ * below a thread's TCB, with %rbp holding garbage that points exactly into
+ * the unmapped gap or guard page between them.
+ */
+#define FP_WINDOW_MAX ((uintptr_t)16 << 20)
+#define FP_FRAME_MAX  ((uintptr_t)256 << 10)
+#define FP_PAGE       ((uintptr_t)4096)
+/* Below this, a "return address" is a small integer: the chain went wrong. */
+#define PC_MIN        ((uintptr_t)4096)
+
+static uintptr_t main_thread_pointer;
+
+static TFA_ALWAYS_INLINE uintptr_t
+thread_pointer(void)
+{
+	return (uintptr_t)__builtin_thread_pointer();
+}
+
+/* Where the stack holding fp ends, when it is known: [fp, end) is mapped.  0: unknown. */
+static TFA_ALWAYS_INLINE uintptr_t
+fp_stack_end(uintptr_t fp)
+{
+	uintptr_t main_end = (uintptr_t)__libc_stack_end;
+	uintptr_t tp = thread_pointer();
+
+	if (fp < main_end && main_end - fp <= FP_WINDOW_MAX)
+		return main_end;
+	if (tp != __atomic_load_n(&main_thread_pointer, __ATOMIC_RELAXED) && fp < tp
+	    && tp - fp <= FP_WINDOW_MAX)
+		return tp;
+	return 0;
+}
+
+/* The end of the page holding addr. */
+static TFA_ALWAYS_INLINE uintptr_t
+page_end(uintptr_t addr)
+{
+	return (addr | (FP_PAGE - 1)) + 1;
+}
+
+/*
+ * Whether the 8 bytes at addr can be read, without reading them: the kernel
+ * copies rt_sigprocmask's new set from user memory before it looks at `how`,
+ * so an invalid `how` fails with EFAULT when addr cannot be read and EINVAL
+ * (changing nothing) when it can (abseil's AddressIsReadable).
+ * [async-signal-safe]
+ */
+static bool
+readable(uintptr_t addr)
+{
+	int saved_errno = errno;
+	long r = syscall(SYS_rt_sigprocmask, -1L, addr, 0L, (long)sizeof(uint64_t));
+	bool ok = r == -1 && errno == EINVAL;
+
+	errno = saved_errno;
+	return ok;
+}
+
+/*
+ * Walks the frame records from its own: [fp] is the caller's frame pointer,
+ * [fp + 8] the return address into the caller.  Records before the one
+ * whose return address is `anchor` belong to the capture itself.  Its own
+ * frame (never inlined): the frame of a caller that tail-calls it is gone.
+ * Reads other functions' stack frames: not instrumented by ASan.
+ */
+__attribute__((no_sanitize_address)) static TFA_NOINLINE unsigned
+fp_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
+{
+	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t end = fp_stack_end(fp);
+	/* On an unknown stack, only the page of the first record, which is ours, is known. */
+	uintptr_t checked_end = end != 0 ? end : page_end(fp + 2 * sizeof(uintptr_t) - 1);
+	unsigned internal = 0, n = 0;
+	bool anchored = false;
+
+	for (;;) {
+		const uintptr_t *rec = (const uintptr_t *)fp;
+		uintptr_t next = rec[0], pc = rec[1];
+
+		if (pc < PC_MIN)
+			break;
+		if (!anchored) {
+			anchored = pc == anchor;
+			if (!anchored && ++internal > INTERNAL_FRAMES_MAX)
+				return 0;
+		}
+		if (anchored) {
+			if (skip > 0) {
+				skip--;
+			} else {
+				pcs[n++] = pc;
+				if (n == max)
+					break;
+			}
+		}
+
+		if (next <= fp || (next & (sizeof(uintptr_t) - 1)) != 0)
+			break;
+		if (next <= checked_end - 2 * sizeof(uintptr_t)) {
+			fp = next;
+			continue;
+		}
+		if (end != 0 || next - fp > FP_FRAME_MAX)
+			break;
+		/* Both words of the record, which may straddle a page boundary. */
+		if (!readable(next) || !readable(next + sizeof(uintptr_t)))
+			break;
+		checked_end = page_end(next + 2 * sizeof(uintptr_t) - 1);
+		fp = next;
+	}
+	return n;
+}
+
+/* ---- libunwind ---------------------------------------------------------------------------- */
+
+#define SYMBOL_NAME_(x) #x
+/* The name a libunwind macro stands for: unw_flush_cache -> "_Ux86_64_flush_cache". */
+#define SYMBOL_NAME(x)  SYMBOL_NAME_(x)
+
+typedef int (*unw_backtrace_fn)(void **buffer, int size);
+typedef int (*unw_set_caching_policy_fn)(unw_addr_space_t as, unw_caching_policy_t policy);
+typedef void (*unw_flush_cache_fn)(unw_addr_space_t as, unw_word_t lo, unw_word_t hi);
+
+static struct {
+	unw_backtrace_fn backtrace; /* published last: non-NULL means ready */
+	unw_flush_cache_fn flush_cache;
+	unw_addr_space_t *local_addr_space;
+} libunwind;
+
+/*
+ * unw_backtrace's first entry is the return address into this function, so
+ * the anchor is found at index 1 (2 when this function is split or its call
+ * is not inlined): what comes before it is the capture's own.  libunwind up
+ * to 1.6 records return addresses; later versions record return address - 1
+ * for ordinary frames.  Recognising the anchor in that form too keeps one
+ * convention for every mode.
+ */
+static TFA_NOINLINE unsigned
+unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
+{
+	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
+	void *frames[TFA_UNWIND_FRAMES_MAX];
+	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
+	uintptr_t adjust = 0;
+	unsigned i, n = 0;
+
+	if (backtrace == NULL)
+		return 0;
+	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
+		want = TFA_UNWIND_FRAMES_MAX;
+	int got = backtrace(frames, (int)want);
+	if (got <= 0)
+		return 0;
+	for (i = 0; i < (unsigned)got && i <= INTERNAL_FRAMES_MAX; i++) {
+		if ((uintptr_t)frames[i] == anchor)
+			break;
+		if ((uintptr_t)frames[i] == anchor - 1) {
+			adjust = 1;
+			break;
+		}
+	}
+	if (i == (unsigned)got || i > INTERNAL_FRAMES_MAX)
+		return 0;
+	for (i += skip; i < (unsigned)got && n < max; i++)
+		pcs[n++] = (uintptr_t)frames[i] + adjust;
+	return n;
+}
+
+/*
+ * Not linked, but loaded here: Debian's libunwind.a is not position-
+ * independent (it cannot go into libtfalloc.so), and a DT_NEEDED on
+ * libunwind.so.8 would load it, and liblzma, into every process at start,
+ * its 36 _Unwind_* symbols global: ahead of libgcc_s for every library
+ * loaded later, so that a C program's dlopened C++ code (a Python extension)
+ * would throw its exceptions through libunwind's _Unwind_RaiseException
+ * (LD_DEBUG=bindings shows libstdc++ and libgcc_s itself bound to it).
+ * RTLD_LOCAL keeps its symbols to itself; RTLD_NODELETE keeps the function
+ * pointers valid.
+ */
+static int
+libunwind_load(void)
+{
+	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) != NULL)
+		return 0;
+
+	int saved_errno = errno;
+	void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	int ret = -ENOENT;
+
+	if (lib == NULL)
+		goto out;
+	unw_backtrace_fn backtrace = (unw_backtrace_fn)dlsym(lib, "unw_backtrace");
+	unw_set_caching_policy_fn set_caching_policy =
+	        (unw_set_caching_policy_fn)dlsym(lib, SYMBOL_NAME(unw_set_caching_policy));
+	unw_flush_cache_fn flush_cache =
+	        (unw_flush_cache_fn)dlsym(lib, SYMBOL_NAME(unw_flush_cache));
+	unw_addr_space_t *local_addr_space = dlsym(lib, SYMBOL_NAME(unw_local_addr_space));
+	if (backtrace == NULL || set_caching_policy == NULL || flush_cache == NULL
+	    || local_addr_space == NULL)
+		goto out;
+
+	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
+	libunwind.flush_cache = flush_cache;
+	libunwind.local_addr_space = local_addr_space;
+	__atomic_store_n(&libunwind.backtrace, backtrace, __ATOMIC_RELEASE);
+
+	/*
+	 * libunwind's first use: its pthread key (created now, it is a low one,
+	 * whose setspecific never allocates) and this thread's cache.
+	 */
+	uintptr_t warm_up[INTERNAL_FRAMES_MAX];
+	(void)tfa_unwind_capture(TFA_STACKS_UNWIND, warm_up, TFA_ARRAY_SIZE(warm_up), 0);
+	ret = 0;
+out:
+	errno = saved_errno;
+	return ret;
+}
+
+/* ---- interface ---------------------------------------------------------------------------- */
+
+int
+tfa_unwind_init(tfa_stacks_mode_t mode)
+{
+	__atomic_store_n(&main_thread_pointer, thread_pointer(), __ATOMIC_RELAXED);
+	switch (mode) {
+	case TFA_STACKS_NONE:
+	case TFA_STACKS_FP:
+		return 0;
+	case TFA_STACKS_UNWIND:
+		return libunwind_load();
+	}
+	return -EINVAL;
+}
+
+/* Never inlined: its return address is the anchor of both walks. */
+TFA_NOINLINE unsigned
+tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip)
+{
+	uintptr_t anchor = (uintptr_t)__builtin_return_address(0);
+
+	if (pcs == NULL || max == 0)
+		return 0;
+	switch (mode) {
+	case TFA_STACKS_NONE:
+		return 0;
+	case TFA_STACKS_FP:
+		return fp_capture(anchor, pcs, max, skip);
+	case TFA_STACKS_UNWIND:
+		return unwind_capture(anchor, pcs, max, skip);
+	}
+	return 0;
+}
+
+void
+tfa_unwind_flush_caches(void)
+{
+	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) != NULL)
+		libunwind.flush_cache(*libunwind.local_addr_space, 0, 0);
+}

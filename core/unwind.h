@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Capture of the current call stack, for the stack of every allocation.
+ *
+ * Glossary:
+ *   pc        a frame's return address: the instruction after the call, as
+ *             the stack holds it.  A symbolizer subtracts 1 to land inside
+ *             the call instruction (its line, and the right function when the
+ *             call is the last instruction of a noreturn path).  One exception
+ *             in TFA_STACKS_UNWIND: the frame interrupted by a signal is
+ *             recorded at the interrupted instruction itself.
+ *   frame 0   the function that called tfa_unwind_capture: pcs[0] is the
+ *             return address into it, whatever frames the capture itself
+ *             uses.  `skip` drops the next frames outwards (the shim's own).
+ *
+ * Modes (ranges of runs on a busy 2-core VM, Debian 12, libunwind 1.6.2):
+ *   TFA_STACKS_NONE    records nothing.
+ *   TFA_STACKS_FP      follows the frame-pointer chain (%rbp): 15-30 ns for
+ *             10 frames, 26-52 ns for 20.  A function compiled without frame
+ *             pointers (the default of gcc -O2, so most of a distribution's
+ *             libraries) is missing from the chain, or ends it.  The shim
+ *             itself must be compiled with -fno-omit-frame-pointer, or the
+ *             allocating function, whose return address only the shim's
+ *             frames hold, is lost.  Never faults: every frame pointer is
+ *             checked against the bounds of the stack it must lie on before
+ *             it is read (see unwind.c), and the walk stops at the first that
+ *             fails.  [async-signal-safe] [never allocates]
+ *   TFA_STACKS_UNWIND  libunwind's unw_backtrace(), from the .eh_frame unwind
+ *             tables, exact for code without frame pointers: 100-130 ns for
+ *             12 frames, 160-215 ns for 22, once libunwind's per-thread cache
+ *             knows the frames.  A thread's first capture costs 150-230 us
+ *             and 260 KiB of memory for as long as the thread lives (libunwind
+ *             fills a 2^14-entry cache), and each frame a thread has not seen yet
+ *             goes through the DWARF tables: dl_iterate_phdr with every
+ *             signal blocked around it, about 0.7 us, what the unw_step()
+ *             loop pays for every frame, every time (12-16 us for 22 frames).
+ *             libunwind is loaded by tfa_unwind_init: see there.  Not
+ *             async-signal-safe (dl_iterate_phdr, pthread_once).
+ *
+ * Allocation in TFA_STACKS_UNWIND, counted with an interposed malloc:
+ * tfa_unwind_init makes 13 calls (dlopen); a thread's first capture makes
+ * one (16 bytes: glibc's block for libunwind's thread-local variables, by
+ * __tls_get_addr, freed when the thread exits); later captures none
+ * (libunwind's caches come from mmap).  Whatever it does, the caller holds
+ * the shim's guard around the capture, so that a nested malloc goes straight
+ * to the backend, untracked.
+ */
+#ifndef TFA_CORE_UNWIND_H
+#define TFA_CORE_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/common.h"
+
+typedef enum tfa_stacks_mode_e {
+	TFA_STACKS_NONE = 0,
+	TFA_STACKS_FP = 1,
+	TFA_STACKS_UNWIND = 2,
+} tfa_stacks_mode_t;
+
+/* TFA_STACKS_UNWIND walks at most this many frames, skipped ones included. */
+#define TFA_UNWIND_FRAMES_MAX 160
+
+/*
+ * Prepares a mode.  For TFA_STACKS_UNWIND: loads libunwind.so.8 (RTLD_LOCAL:
+ * its _Unwind_* symbols must not take over the program's C++ exceptions),
+ * selects per-thread caching (no cache lock shared between threads; on one
+ * thread it measured no faster than the default) and captures once, so that
+ * libunwind's first use happens here: its pthread key, created while its
+ * index is low (setspecific allocates for keys past 32), and this thread's
+ * cache.  For every mode: records the calling thread as the main thread (see
+ * unwind.c).  Returns 0, -ENOENT when libunwind cannot be loaded, -EINVAL
+ * for an unknown mode.  REQUIRES: called on the main thread, from the shim's
+ * initialisation, with the guard held; before any capture in
+ * TFA_STACKS_UNWIND (which returns 0 frames until then).  Calling it again
+ * is harmless.
+ */
+int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
+
+/*
+ * Stores in pcs[0..max) the return addresses of the calling function and of
+ * its callers (see "frame 0" above), after dropping `skip` frames; returns
+ * how many were stored.  [hot path] [never allocates in TFA_STACKS_FP]
+ */
+unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip);
+
+/*
+ * Forgets what libunwind cached about code addresses: to call after dlclose,
+ * before a library mapped at the same addresses is unwound.  No-op unless
+ * TFA_STACKS_UNWIND was initialised.
+ */
+void tfa_unwind_flush_caches(void);
+
+#endif /* TFA_CORE_UNWIND_H */

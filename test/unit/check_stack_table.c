@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core/stack_table.h: deduplication, dense ids, frames that never move,
+ * 200,000 distinct stacks with memory that grows with them and not with the
+ * calls, threads interning overlapping sets, arena exhaustion at every map,
+ * and fork (the insert lock held across it, reset in the child).
+ */
+#include "core/stack_table.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/thread.h"
+
+/* Zeroed static storage is an empty table; each forked test gets a fresh one. */
+static tfa_stack_table_t table;
+
+static void
+teardown(void)
+{
+	tfa_arena_inject_failure(-1);
+	tfa_stack_table_destroy(&table);
+}
+
+#define STACK_DEPTH_MAX 32
+
+/*
+ * Stack k: a distinct innermost frame (it encodes k), then frames drawn from
+ * a few hundred call sites, as outer frames repeat in real programs.  Depth
+ * 1 to STACK_DEPTH_MAX.
+ */
+static unsigned
+make_stack(uint32_t k, uintptr_t *pcs)
+{
+	unsigned depth = 1 + (k * 7u) % STACK_DEPTH_MAX;
+
+	pcs[0] = 0x400000 + (uintptr_t)k * 16 + 5;
+	for (unsigned j = 1; j < depth; j++)
+		pcs[j] = 0x7f0000000000 + (uintptr_t)((k / (j + 1) + j * 37) % 300) * 64 + j;
+	return depth;
+}
+
+static uint32_t
+intern_k(uint32_t k)
+{
+	uintptr_t pcs[STACK_DEPTH_MAX];
+	unsigned depth = make_stack(k, pcs);
+	return tfa_stack_table_intern(&table, pcs, depth);
+}
+
+/* Whether id holds stack k's frames. */
+static bool
+holds_stack(uint32_t id, uint32_t k)
+{
+	uintptr_t want[STACK_DEPTH_MAX];
+	unsigned want_depth = make_stack(k, want);
+	const uintptr_t *pcs;
+	unsigned depth = tfa_stack_table_get(&table, id, &pcs);
+
+	return depth == want_depth && pcs != NULL && memcmp(pcs, want, depth * sizeof(*pcs)) == 0;
+}
+
+/* The k a stored stack was made from, when it is well formed; UINT32_MAX otherwise. */
+static uint32_t
+stack_k(uint32_t id)
+{
+	const uintptr_t *pcs;
+	unsigned depth = tfa_stack_table_get(&table, id, &pcs);
+
+	if (depth == 0)
+		return UINT32_MAX;
+	uint32_t k = (uint32_t)((pcs[0] - 0x400000 - 5) / 16);
+	return holds_stack(id, k) ? k : UINT32_MAX;
+}
+
+static size_t
+rec_bytes(uint32_t k)
+{
+	uintptr_t pcs[STACK_DEPTH_MAX];
+	return sizeof(tfa_stack_rec_t) + make_stack(k, pcs) * sizeof(uintptr_t);
+}
+
+/* ---- basics ------------------------------------------------------------------------------- */
+
+START_TEST(test_stack_table_dedup)
+{
+	uintptr_t a[] = { 0x401000, 0x402000, 0x403000 }, b[] = { 0x401000, 0x402000, 0x403008 };
+	uintptr_t a_copy[3];
+	const uintptr_t *pcs, *again;
+
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 0);
+	ck_assert_ptr_null(pcs);
+
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
+	memcpy(a_copy, a, sizeof(a));
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a_copy, 3), 1);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, b, 3), 2);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
+
+	/* The frames are a copy, at an address that does not change. */
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 3);
+	ck_assert_ptr_ne(pcs, a);
+	ck_assert_mem_eq(pcs, a, sizeof(a));
+	memset(a_copy, 0, sizeof(a_copy));
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &again), 3);
+	ck_assert_ptr_eq(again, pcs);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 2, &pcs), 3);
+	ck_assert_mem_eq(pcs, b, sizeof(b));
+
+	/* No stack, and ids never handed out. */
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 0), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 0, &pcs), 0);
+	ck_assert_ptr_null(pcs);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 3, &pcs), 0);
+	ck_assert_ptr_null(pcs);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, UINT32_MAX, &pcs), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
+}
+END_TEST
+
+/* Depth and order are part of a stack: prefixes, extensions and permutations differ. */
+START_TEST(test_stack_table_distinguishes)
+{
+	static const uintptr_t frames[][4] = {
+		{ 0x1000, 0x2000, 0x3000, 0 },      { 0x1000, 0x2000, 0, 0 },
+		{ 0x1000, 0x2000, 0x3000, 0x4000 }, { 0x3000, 0x2000, 0x1000, 0 },
+		{ 0x1000, 0x2000, 0x4000, 0 },      { 0x1000, 0, 0, 0 },
+		{ 0x2000, 0x1000, 0, 0 },
+	};
+	static const unsigned depths[] = { 3, 2, 4, 3, 3, 1, 2 };
+	uint32_t ids[TFA_ARRAY_SIZE(depths)];
+
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(depths); i++) {
+		ids[i] = tfa_stack_table_intern(&table, frames[i], depths[i]);
+		ck_assert_uint_eq(ids[i], i + 1);
+	}
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(depths); i++) {
+		const uintptr_t *pcs;
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, frames[i], depths[i]), ids[i]);
+		ck_assert_uint_eq(tfa_stack_table_get(&table, ids[i], &pcs), depths[i]);
+		ck_assert_mem_eq(pcs, frames[i], depths[i] * sizeof(uintptr_t));
+	}
+	ck_assert_uint_eq(tfa_stack_table_count(&table), TFA_ARRAY_SIZE(depths));
+}
+END_TEST
+
+/* Deeper stacks keep their innermost TFA_STACK_DEPTH_MAX frames. */
+START_TEST(test_stack_table_truncates_deep_stacks)
+{
+	enum { DEEP = TFA_STACK_DEPTH_MAX + 44 };
+	uintptr_t deep[DEEP];
+	const uintptr_t *pcs;
+
+	for (unsigned i = 0; i < DEEP; i++)
+		deep[i] = 0x500000 + i * 8;
+	uint32_t id = tfa_stack_table_intern(&table, deep, DEEP);
+	ck_assert_uint_eq(id, 1);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, id, &pcs), TFA_STACK_DEPTH_MAX);
+	ck_assert_mem_eq(pcs, deep, TFA_STACK_DEPTH_MAX * sizeof(uintptr_t));
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, deep, TFA_STACK_DEPTH_MAX), id);
+	deep[DEEP - 1] = 1; /* beyond the limit: the same stack */
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, deep, DEEP), id);
+	deep[TFA_STACK_DEPTH_MAX - 1] = 1; /* within it: another */
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, deep, DEEP), 2);
+}
+END_TEST
+
+/* Frames handed out stay where they are while the table grows around them. */
+START_TEST(test_stack_table_frames_never_move)
+{
+	const uintptr_t *first, *now;
+	uintptr_t copy[STACK_DEPTH_MAX];
+
+	ck_assert_uint_eq(intern_k(0), 1);
+	unsigned depth = tfa_stack_table_get(&table, 1, &first);
+	memcpy(copy, first, depth * sizeof(*first));
+	for (uint32_t k = 1; k < 100000; k++)
+		ck_assert_uint_eq(intern_k(k), k + 1);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &now), depth);
+	ck_assert_ptr_eq(now, first);
+	ck_assert_mem_eq(first, copy, depth * sizeof(*first));
+}
+END_TEST
+
+/* ---- scale and memory --------------------------------------------------------------------- */
+
+#define MANY 200000u
+
+struct visit_ctx {
+	uint32_t next_id;
+	uint32_t bad;
+};
+
+static void
+visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
+{
+	struct visit_ctx *c = arg;
+	uintptr_t want[STACK_DEPTH_MAX];
+	unsigned want_depth = make_stack(id - 1, want);
+
+	if (id != c->next_id++ || depth != want_depth
+	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
+		c->bad++;
+}
+
+START_TEST(test_stack_table_many_distinct)
+{
+	size_t arena_before = tfa_arena_mapped_bytes();
+	size_t recs = 0;
+
+	/* Ids are dense, in the order stacks are first seen. */
+	for (uint32_t k = 0; k < MANY; k++) {
+		uint32_t id = intern_k(k);
+		if (id != k + 1)
+			ck_abort_msg("stack %u: id %u", k, id);
+		recs += rec_bytes(k);
+	}
+	ck_assert_uint_eq(tfa_stack_table_count(&table), MANY);
+	size_t bytes = tfa_stack_table_bytes(&table);
+	size_t arena = tfa_arena_mapped_bytes();
+
+	/* Calls that find their stack cost no memory at all. */
+	for (int pass = 0; pass < 3; pass++)
+		for (uint32_t k = MANY; k-- > 0;)
+			if (intern_k(k) != k + 1)
+				ck_abort_msg("pass %d: stack %u changed its id", pass, k);
+	ck_assert_uint_eq(tfa_stack_table_bytes(&table), bytes);
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), arena);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), MANY);
+
+	/*
+	 * What distinct stacks cost: their recs; an index at most 4 slots of 16
+	 * bytes per stack (the replaced ones given back); 8 bytes of directory
+	 * per id in 32 KiB leaves; at most 1/100 of each chunk left unused, and
+	 * the unused part of the last.
+	 */
+	size_t bound = recs + recs / 100 + (size_t)MANY * (64 + 8) + (32 << 10) + (256 << 10);
+	ck_assert_uint_ge(bytes, recs);
+	ck_assert_uint_le(bytes, bound);
+	ck_assert_uint_ge(arena - arena_before, bytes);
+
+	struct visit_ctx ctx = { .next_id = 1 };
+	tfa_stack_table_foreach(&table, visit, &ctx);
+	ck_assert_uint_eq(ctx.bad, 0);
+	ck_assert_uint_eq(ctx.next_id, MANY + 1);
+
+	/* Every mapping goes back, the replaced indexes included. */
+	tfa_stack_table_destroy(&table);
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), arena_before);
+	ck_assert_uint_eq(tfa_stack_table_bytes(&table), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
+	ck_assert_uint_eq(intern_k(7), 1);
+	ck_assert(holds_stack(1, 7));
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+#define MT_THREADS 4
+#define MT_STACKS  60000u
+#define MT_PASSES  3
+
+static uint32_t mt_ids[MT_THREADS][MT_STACKS];
+static uint32_t mt_errors;
+static int mt_stop;
+
+/*
+ * Every thread interns every stack, each in its own order (a different
+ * stride through the set), several times: new stacks race each other and
+ * the index grows while others probe it.
+ */
+static void *
+mt_intern(void *arg)
+{
+	uint32_t t = (uint32_t)(uintptr_t)arg;
+	static const uint32_t strides[MT_THREADS] = { 1, 7, 11, 13 };
+
+	for (int pass = 0; pass < MT_PASSES; pass++) {
+		for (uint32_t j = 0; j < MT_STACKS; j++) {
+			uint32_t k = (uint32_t)(((uint64_t)j * strides[t] + t * 1009u) % MT_STACKS);
+			uint32_t id = intern_k(k);
+			/* An id found in the index can be looked up at once. */
+			if (id == 0 || (mt_ids[t][k] != 0 && mt_ids[t][k] != id)
+			    || stack_k(id) != k)
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+			mt_ids[t][k] = id;
+		}
+	}
+	return NULL;
+}
+
+/* Readers of published ids never see a partial stack. */
+static void *
+mt_read(void *arg)
+{
+	uint64_t x = (uintptr_t)arg | 1;
+
+	while (!__atomic_load_n(&mt_stop, __ATOMIC_RELAXED)) {
+		uint32_t n = tfa_stack_table_count(&table);
+		if (n == 0)
+			continue;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t id = 1 + (uint32_t)(x % n);
+		if (stack_k(id) == UINT32_MAX)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_stack_table_threads)
+{
+	pthread_t th[MT_THREADS], reader;
+	static bool seen[MT_STACKS + 1];
+
+	ck_assert_int_eq(pthread_create(&reader, NULL, mt_read, (void *)(uintptr_t)99), 0);
+	for (uintptr_t t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, mt_intern, (void *)t), 0);
+	for (int t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	__atomic_store_n(&mt_stop, 1, __ATOMIC_RELAXED);
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+
+	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), MT_STACKS);
+	for (uint32_t k = 0; k < MT_STACKS; k++) {
+		uint32_t id = mt_ids[0][k];
+		for (int t = 1; t < MT_THREADS; t++)
+			if (mt_ids[t][k] != id)
+				ck_abort_msg("stack %u: id %u on thread 0, %u on thread %d", k, id,
+				             mt_ids[t][k], t);
+		if (id == 0 || id > MT_STACKS || seen[id])
+			ck_abort_msg("stack %u: id %u out of range or given twice", k, id);
+		seen[id] = true;
+		if (!holds_stack(id, k))
+			ck_abort_msg("stack %u: id %u holds other frames", k, id);
+	}
+}
+END_TEST
+
+/* ---- memory exhaustion -------------------------------------------------------------------- */
+
+START_TEST(test_stack_table_arena_exhausted)
+{
+	const uintptr_t *pcs;
+
+	tfa_arena_inject_failure(0);
+	ck_assert_uint_eq(intern_k(0), 0);
+	ck_assert_uint_eq(intern_k(0), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
+	ck_assert_uint_eq(tfa_stack_table_bytes(&table), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 0);
+
+	tfa_arena_inject_failure(-1);
+	ck_assert_uint_eq(intern_k(0), 1);
+	ck_assert(holds_stack(1, 0));
+
+	/*
+	 * With every map failing, new stacks go in until the current chunk (or
+	 * the index, or the directory leaf) is full, then get 0; known stacks
+	 * keep their ids throughout, since finding one needs no memory.
+	 */
+	tfa_arena_inject_failure(0);
+	uint32_t k = 1, id;
+	while ((id = intern_k(k)) != 0) {
+		ck_assert_uint_eq(id, k + 1);
+		k++;
+	}
+	ck_assert_uint_gt(k, 1);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), k);
+	for (uint32_t i = 0; i < k; i++)
+		ck_assert_uint_eq(intern_k(i), i + 1);
+	ck_assert_uint_eq(intern_k(k), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, k + 1, &pcs), 0);
+
+	tfa_arena_inject_failure(-1);
+	ck_assert_uint_eq(intern_k(k), k + 1);
+	ck_assert(holds_stack(k + 1, k));
+}
+END_TEST
+
+/*
+ * Every map the table makes fails in turn (SQLite's faultsim): after `budget`
+ * successful maps, all fail.  No crash, no id given twice or holding the
+ * wrong frames, and once memory is back every stack gets its id.
+ */
+#define FAULT_STACKS 30000u
+
+START_TEST(test_stack_table_every_map_fails)
+{
+	static uint32_t ids[FAULT_STACKS];
+	bool failed_somewhere = false;
+
+	for (long budget = 0; budget < 40; budget++) {
+		tfa_stack_table_destroy(&table);
+		tfa_arena_inject_failure(budget);
+		uint32_t next_id = 1, failures = 0;
+		for (uint32_t k = 0; k < FAULT_STACKS; k++) {
+			ids[k] = intern_k(k);
+			if (ids[k] == 0) {
+				failures++;
+			} else if (ids[k] != next_id++ || !holds_stack(ids[k], k)) {
+				ck_abort_msg("budget %ld: stack %u got id %u", budget, k, ids[k]);
+			}
+		}
+		ck_assert_uint_eq(tfa_stack_table_count(&table), next_id - 1);
+		failed_somewhere |= failures > 0;
+
+		tfa_arena_inject_failure(-1);
+		for (uint32_t k = 0; k < FAULT_STACKS; k++) {
+			uint32_t id = intern_k(k);
+			if (ids[k] != 0 ? id != ids[k] : id != next_id++)
+				ck_abort_msg("budget %ld: stack %u: id %u after recovery", budget,
+				             k, id);
+			if (!holds_stack(id, k))
+				ck_abort_msg("budget %ld: stack %u: wrong frames", budget, k);
+		}
+		ck_assert_uint_eq(tfa_stack_table_count(&table), FAULT_STACKS);
+	}
+	ck_assert(failed_somewhere);
+}
+END_TEST
+
+/* ---- fork --------------------------------------------------------------------------------- */
+
+struct intern_job {
+	uint32_t k;
+	uint32_t id;
+	int done;
+};
+
+static void *
+intern_job_run(void *arg)
+{
+	struct intern_job *job = arg;
+
+	job->id = intern_k(job->k);
+	__atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* prefork holds back inserts, and only inserts: known stacks are still found. */
+START_TEST(test_stack_table_prefork_holds_inserts)
+{
+	struct intern_job new_stack = { .k = 100 }, known_stack = { .k = 5 };
+	pthread_t a, b;
+
+	for (uint32_t k = 0; k < 10; k++)
+		ck_assert_uint_eq(intern_k(k), k + 1);
+	tfa_stack_table_prefork(&table);
+	ck_assert_int_eq(pthread_create(&a, NULL, intern_job_run, &new_stack), 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, intern_job_run, &known_stack), 0);
+	ck_assert_int_eq(pthread_join(b, NULL), 0);
+	ck_assert_uint_eq(known_stack.id, 6);
+	sleep_ms(100);
+	ck_assert_int_eq(__atomic_load_n(&new_stack.done, __ATOMIC_ACQUIRE), 0);
+
+	/* The forking thread itself may intern: it holds the lock already. */
+	tfa_tls.holds_all_locks = 1;
+	ck_assert_uint_eq(intern_k(200), 11);
+	tfa_tls.holds_all_locks = 0;
+
+	tfa_stack_table_postfork_parent(&table);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_uint_eq(new_stack.id, 12);
+	ck_assert(holds_stack(12, 100));
+}
+END_TEST
+
+static int fork_stop;
+
+/*
+ * Interns new stacks until told to stop, so that inserts are under way
+ * around every fork; in bursts with pauses, or memory would grow by
+ * gigabytes while the children run.
+ */
+static void *
+fork_churn(void *arg)
+{
+	uint32_t k = (uint32_t)(uintptr_t)arg;
+
+	while (!__atomic_load_n(&fork_stop, __ATOMIC_RELAXED)) {
+		(void)intern_k(k++);
+		if (k % 64 == 0)
+			sleep_ms(1);
+	}
+	return NULL;
+}
+
+/* What the child checks; its exit status says which check failed. */
+static int
+child_checks(uint32_t known_k, uint32_t known_id)
+{
+	uint32_t n = tfa_stack_table_count(&table);
+
+	for (uint32_t id = 1; id <= n; id++)
+		if (stack_k(id) == UINT32_MAX)
+			return 2;
+	if (intern_k(known_k) != known_id)
+		return 3;
+	/* An insert: deadlocks if the lock stayed held. */
+	if (intern_k(50000000) != n + 1 || !holds_stack(n + 1, 50000000))
+		return 4;
+	if (tfa_stack_table_count(&table) != n + 1)
+		return 5;
+	return 0;
+}
+
+START_TEST(test_stack_table_fork_child_consistent)
+{
+	pthread_t churn;
+	int status;
+
+	for (uint32_t k = 0; k < 1000; k++)
+		ck_assert_uint_eq(intern_k(k), k + 1);
+	ck_assert_int_eq(pthread_create(&churn, NULL, fork_churn, (void *)(uintptr_t)1000), 0);
+	for (int round = 0; round < 20; round++) {
+		sleep_ms(2);
+		tfa_stack_table_prefork(&table);
+		pid_t pid = fork();
+		if (pid == 0) {
+			tfa_stack_table_postfork_child(&table);
+			alarm(20);
+			_exit(child_checks(500, 501));
+		}
+		tfa_stack_table_postfork_parent(&table);
+		ck_assert_int_gt(pid, 0);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		              "round %d: child status %#x", round, status);
+	}
+	__atomic_store_n(&fork_stop, 1, __ATOMIC_RELAXED);
+	ck_assert_int_eq(pthread_join(churn, NULL), 0);
+	ck_assert_uint_gt(tfa_stack_table_count(&table), 1000);
+}
+END_TEST
+
+static Suite *
+stack_table_suite(void)
+{
+	Suite *s = suite_create("stack_table");
+	TCase *tc;
+
+	tc = tcase_create("basics");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_add_test(tc, test_stack_table_dedup);
+	tcase_add_test(tc, test_stack_table_distinguishes);
+	tcase_add_test(tc, test_stack_table_truncates_deep_stacks);
+	tcase_add_test(tc, test_stack_table_frames_never_move);
+	tcase_add_test(tc, test_stack_table_arena_exhausted);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("scale");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_stack_table_many_distinct);
+	tcase_add_test(tc, test_stack_table_threads);
+	tcase_add_test(tc, test_stack_table_every_map_fails);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fork");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_stack_table_prefork_holds_inserts);
+	tcase_add_test(tc, test_stack_table_fork_child_consistent);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(stack_table_suite());
+	int failures;
+
+	srunner_run_all(sr, CK_ENV);
+	failures = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failures != 0;
+}
