@@ -3,6 +3,7 @@
 
 #include <elf.h>
 #include <link.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,6 +25,19 @@ static tfa_module_t **tail = &first;
 static uint32_t module_count;
 static view_t *view; /* published with release; NULL until the first refresh */
 static char exe_path[4096];
+/* The loader's counters at the last refresh; read without the lock (a stale value only refreshes again). */
+static unsigned long long seen_adds, seen_subs;
+
+struct refresh {
+	uint32_t stamp;
+	uint64_t generation; /* of this walk: modules it met carry it */
+	bool changed;        /* a module was added or found gone */
+};
+
+static uint64_t generation;
+/* The walk that last met each module, parallel to the list (by discovery index). */
+static uint64_t *met; /* arena memory, met_cap entries */
+static uint32_t met_cap;
 
 static bool
 same_module(const tfa_module_t *m, const char *path, uint64_t bias, uint64_t start)
@@ -59,11 +73,31 @@ read_build_id(const struct dl_phdr_info *info, tfa_module_t *m)
 	}
 }
 
+/* Marks module number i as met by this walk; false when the table cannot grow. */
+static bool
+mark_met(uint32_t i, uint64_t gen)
+{
+	if (i >= met_cap) {
+		uint32_t cap = met_cap == 0 ? 64 : met_cap * 2;
+		while (cap <= i)
+			cap *= 2;
+		uint64_t *n = tfa_arena_alloc(cap * sizeof(*n));
+		if (n == NULL)
+			return false;
+		if (met != NULL)
+			memcpy(n, met, met_cap * sizeof(*n));
+		met = n; /* the old array stays in the arena: refreshes are rare */
+		met_cap = cap;
+	}
+	met[i] = gen;
+	return true;
+}
+
 static int
 visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	bool *added = arg;
+	struct refresh *r = arg;
 	uint64_t lo = UINT64_MAX, hi = 0;
 
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -79,22 +113,33 @@ visit(struct dl_phdr_info *info, size_t size, void *arg)
 	const char *path = info->dlpi_name;
 	if (path == NULL || path[0] == '\0')
 		path = exe_path; /* the executable */
-	for (const tfa_module_t *m = first; m != NULL; m = m->next)
-		if (same_module(m, path, info->dlpi_addr, lo))
+	uint32_t i = 0;
+	/*
+	 * Only a loaded entry can be this object: one loaded again after a
+	 * dlclose gets an entry of its own, so that each entry's [seen_at,
+	 * gone_at) says when it held its addresses.
+	 */
+	for (const tfa_module_t *m = first; m != NULL; m = m->next, i++) {
+		if (!m->gone && same_module(m, path, info->dlpi_addr, lo)) {
+			if (!mark_met(i, r->generation))
+				return 1; /* no memory: a walk that cannot mark cannot tell what is gone */
 			return 0;
+		}
+	}
 	tfa_module_t *m = tfa_arena_alloc(sizeof(*m));
 	const char *copy = tfa_arena_strndup(path, sizeof(exe_path) - 1);
-	if (m == NULL || copy == NULL)
+	if (m == NULL || copy == NULL || !mark_met(i, r->generation))
 		return 1; /* no memory: keep what is known */
 	m->path = copy;
 	m->bias = info->dlpi_addr;
 	m->start = lo;
 	m->end = hi;
+	m->seen_at = r->stamp;
 	read_build_id(info, m);
 	__atomic_store_n(tail, m, __ATOMIC_RELEASE); /* readers walk the list without the lock */
 	tail = &m->next;
 	__atomic_store_n(&module_count, module_count + 1, __ATOMIC_RELEASE);
-	*added = true;
+	r->changed = true;
 	return 0;
 }
 
@@ -106,8 +151,10 @@ publish_view(void)
 
 	if (v == NULL)
 		return;
-	uint32_t n = 0;
-	for (const tfa_module_t *m = first; m != NULL && n < module_count; m = m->next) {
+	uint32_t n = 0, seen = 0;
+	for (const tfa_module_t *m = first; m != NULL && seen < module_count; m = m->next, seen++) {
+		if (m->gone)
+			continue;
 		/* Insertion sort: refreshes are rare and modules few. */
 		uint32_t i = n++;
 		while (i > 0 && v->ranges[i - 1].start > m->start) {
@@ -121,9 +168,33 @@ publish_view(void)
 	__atomic_store_n(&view, v, __ATOMIC_RELEASE);
 }
 
-bool
-tfa_modules_refresh(void)
+static int
+peek_counters(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	unsigned long long *c = arg;
+
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+		c[0] = info->dlpi_adds;
+		c[1] = info->dlpi_subs;
+	}
+	return 1; /* the counters are the loader's, the same in every entry */
+}
+
+bool
+tfa_modules_changed(void)
+{
+	unsigned long long c[2] = { 0, 0 };
+
+	dl_iterate_phdr(peek_counters, c);
+	return c[0] != __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)
+	       || c[1] != __atomic_load_n(&seen_subs, __ATOMIC_RELAXED);
+}
+
+bool
+tfa_modules_refresh(uint32_t stamp)
+{
+	unsigned long long c[2] = { 0, 0 };
+
 	if (!tfa_trylock(&modules_lock))
 		return false;
 	if (exe_path[0] == '\0') {
@@ -133,9 +204,23 @@ tfa_modules_refresh(void)
 		else
 			exe_path[n] = '\0';
 	}
-	bool added = false;
-	dl_iterate_phdr(visit, &added);
-	if (added || view == NULL)
+	/* Read before the walk: a load during it makes the next check refresh again. */
+	dl_iterate_phdr(peek_counters, c);
+	struct refresh r = { .stamp = stamp, .generation = ++generation };
+	if (dl_iterate_phdr(visit, &r) == 0) {
+		/* A complete walk: whatever it did not meet is unloaded. */
+		uint32_t i = 0;
+		for (tfa_module_t *m = first; m != NULL; m = m->next, i++) {
+			if (!m->gone && (i >= met_cap || met[i] != r.generation)) {
+				m->gone_at = stamp;
+				__atomic_store_n(&m->gone, true, __ATOMIC_RELEASE);
+				r.changed = true;
+			}
+		}
+		__atomic_store_n(&seen_adds, c[0], __ATOMIC_RELAXED);
+		__atomic_store_n(&seen_subs, c[1], __ATOMIC_RELAXED);
+	}
+	if (r.changed || view == NULL)
 		publish_view();
 	tfa_unlock(&modules_lock);
 	return true;

@@ -9,9 +9,14 @@
  *   module    one loaded object as dl_iterate_phdr reports it.  Entries are
  *             never removed: a module unloaded by dlclose stays in the map.
  *   refresh   a walk of the loader's list that appends the modules not yet
- *             known.  Refreshes happen at init, when a newly recorded stack
- *             holds an address no known module covers, and before a profile
- *             is written; never from a signal handler.
+ *             known and marks the ones gone.  Refreshes happen at init, when
+ *             a newly recorded stack holds an address no loaded module covers
+ *             or the loader's load/unload counters moved, and before a
+ *             profile is written; never from a signal handler.
+ *   stamp     the caller's clock for "when": the shim passes the number of
+ *             stacks recorded so far, so that a report knows which module
+ *             held an address when a given stack was recorded, even after a
+ *             dlclose and another object mapped at the same place.
  *   view      the sorted array of address ranges that answers "which module
  *             holds this address"; replaced (not changed) by a refresh, so
  *             readers need no lock.
@@ -35,17 +40,28 @@ typedef struct tfa_module_s {
 	uint64_t start, end;       /* lowest and one past the highest address of its PT_LOAD segments */
 	uint32_t build_id_len;
 	uint8_t build_id[TFA_BUILD_ID_MAX];
+	uint32_t seen_at; /* stamp of the refresh that found it */
+	uint32_t gone_at; /* stamp of the refresh that found it unloaded; valid when gone */
+	bool gone;        /* unloaded (dlclose) */
 } tfa_module_t;
 
 /*
- * Appends the modules loaded now and not yet known.  Returns false when
- * another thread was refreshing (the caller goes on; the next refresh will
- * see them): a malloc inside the loader's own lock must not wait for a
- * thread that waits for that lock.  [takes modules lock, loader lock]
+ * Appends the modules loaded now and not yet known, and marks the known ones
+ * no longer loaded as gone, both at stamp.  Returns false when another
+ * thread was refreshing (the caller goes on; the next refresh will see
+ * them): a malloc inside the loader's own lock must not wait for a thread
+ * that waits for that lock.  [takes modules lock, loader lock]
  */
-bool tfa_modules_refresh(void);
+bool tfa_modules_refresh(uint32_t stamp);
 
-/* Whether a known module covers addr.  [lock-free] [async-signal-safe] */
+/*
+ * Whether objects were loaded or unloaded since the last refresh, from the
+ * loader's own counters (dlpi_adds, dlpi_subs): one dl_iterate_phdr call
+ * that stops at the first object.  [takes loader lock]
+ */
+bool tfa_modules_changed(void);
+
+/* Whether a loaded module covers addr.  [lock-free] [async-signal-safe] */
 bool tfa_modules_covers(uintptr_t addr);
 
 /* The first module discovered; follow ->next.  Entries never change once seen. */

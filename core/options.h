@@ -32,7 +32,10 @@
 	X(PROFILE,        profile,        bool, true,   "write a profile file at exit")                          \
 	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \
 	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)") \
-	X(CATCH_SIGNALS,  catch_signals,  bool, true,   "write the profile when a fatal signal ends the process")
+	X(CATCH_SIGNALS,  catch_signals,  bool, true,   "write the profile when a fatal signal ends the process") \
+	X(STACKS,         stacks,         str,  "unwind", "call stacks of allocations: unwind (libunwind), fp (frame pointers), none") \
+	X(STACK_DEPTH,    stack_depth,    uint, 32,     "frames recorded per stack (1 to 128)")                  \
+	X(SAMPLE_BYTES,   sample_bytes,   size, 0,      "record stacks for a sample: one every N bytes on average (Poisson); 0: every allocation")
 
 /* Variables the tfalloc command reads; the shim accepts them silently. */
 #define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY"

@@ -116,3 +116,18 @@ tfa_prof_end_reason_name(uint32_t reason)
 		return "unknown";
 	}
 }
+
+const char *
+tfa_prof_stacks_mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case TFA_PROF_STACKS_NONE:
+		return "none";
+	case TFA_PROF_STACKS_FP:
+		return "fp";
+	case TFA_PROF_STACKS_UNWIND:
+		return "unwind";
+	default:
+		return "unknown";
+	}
+}

@@ -54,6 +54,32 @@ enum tfa_prof_record_type_e {
 	TFA_REC_ERROR = 4,
 	/* counts (enum tfa_prof_error_count_e): totals, shown rows may be capped. */
 	TFA_REC_ERROR_TOTALS = 5,
+	/*
+	 * How stacks were recorded: u32 stacks mode (enum tfa_prof_stacks_mode_e),
+	 * u32 frames kept per stack at most, u64 sample_bytes (mean interval of
+	 * sampled stacks; 0: every allocation has its stack).
+	 */
+	TFA_REC_CONFIG = 6,
+	/*
+	 * One ELF object the process had mapped: u64 bias (ELF vaddr + bias =
+	 * address), u64 start, u64 end (its PT_LOAD range), u32 seen_at, u32
+	 * gone_at, str path, str build id (raw bytes).  The module held its range
+	 * for the stacks with seen_at < id <= gone_at (gone_at UINT32_MAX while
+	 * loaded at the end).
+	 */
+	TFA_REC_MODULE = 7,
+	/*
+	 * Stacks of the stack table, several per record, up to the end of the
+	 * payload: { u32 id, u32 depth, depth u64 return addresses, innermost
+	 * first }.
+	 */
+	TFA_REC_STACKS = 8,
+	/*
+	 * str device, u32 stack_id, counts (enum tfa_prof_site_field_e): what the
+	 * allocations made with this stack did.  With sampling, the figures of the
+	 * sampled allocations only (a reader scales them).
+	 */
+	TFA_REC_SITE = 9,
 	/* u64 records before this one, u32 complete (1: written at the end of the process). */
 	TFA_REC_END = 15,
 };
@@ -83,6 +109,23 @@ enum tfa_prof_device_field_e {
 	TFA_DEV_TOTAL_ALLOCATED_BYTES,
 	TFA_DEV_SHIM_OVERHEAD_BYTES, /* memory the shim mapped for itself */
 	TFA_DEV_FIELD_COUNT
+};
+
+enum tfa_prof_stacks_mode_e {
+	TFA_PROF_STACKS_NONE = 0,
+	TFA_PROF_STACKS_FP = 1,
+	TFA_PROF_STACKS_UNWIND = 2,
+};
+
+#define TFA_PROF_GONE_NEVER UINT32_MAX
+
+enum tfa_prof_site_field_e {
+	TFA_SITEF_NUM_ALLOCS = 0,
+	TFA_SITEF_TOTAL_BYTES,
+	TFA_SITEF_BYTES_IN_USE,
+	TFA_SITEF_BLOCKS_IN_USE,
+	TFA_SITEF_BYTES_AT_PEAK,
+	TFA_SITEF_FIELD_COUNT
 };
 
 enum tfa_prof_leak_kind_e {
@@ -122,6 +165,8 @@ uint32_t tfa_crc32(uint32_t crc, const void *data, size_t len);
 const char *tfa_prof_error_kind_name(uint32_t kind);
 /* "unclassified", "definite", "indirect", "possible", "reachable", or "unknown". */
 const char *tfa_prof_leak_kind_name(uint32_t kind);
+/* "none", "fp", "unwind", or "unknown". */
+const char *tfa_prof_stacks_mode_name(uint32_t mode);
 /* "running", "exit", "signal", "exec", "unknown". */
 const char *tfa_prof_end_reason_name(uint32_t reason);
 

@@ -48,6 +48,10 @@ struct parser {
 	size_t ndevices_cap;
 	size_t nleaks_cap;
 	size_t nerrors_cap;
+	size_t nmodules_cap;
+	size_t nstacks_cap;
+	size_t npcs_cap;
+	size_t nsites_cap;
 };
 
 /* One record's payload, read front to back. */
@@ -340,6 +344,171 @@ parse_error(struct record *r)
 }
 
 static int
+parse_config(struct record *r, size_t off)
+{
+	tfa_profile_t *p = r->ps->prof;
+
+	if (p->has_config)
+		return fail_at(r->ps, off, "duplicate config record");
+	if (read_u32(r, "stacks_mode", &p->stacks_mode) < 0
+	    || read_u32(r, "stack_depth", &p->stack_depth) < 0
+	    || read_u64(r, "sample_bytes", &p->sample_bytes) < 0)
+		return -1;
+	p->has_config = true;
+	return 0;
+}
+
+static int
+parse_module(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_module_t *m;
+	char *id;
+
+	m = grow(ps, p->modules, p->nmodules, &ps->nmodules_cap, sizeof(*m));
+	if (m == NULL)
+		return -1;
+	p->modules = m;
+	m = &p->modules[p->nmodules];
+	memset(m, 0, sizeof(*m));
+	size_t id_at;
+	if (read_u64(r, "bias", &m->bias) < 0 || read_u64(r, "start", &m->start) < 0
+	    || read_u64(r, "end", &m->end) < 0 || read_u32(r, "seen_at", &m->seen_at) < 0
+	    || read_u32(r, "gone_at", &m->gone_at) < 0 || read_str(r, "path", &m->path) < 0)
+		return -1;
+	id_at = r->pos;
+	if (read_str(r, "build_id", &id) < 0)
+		return -1;
+	m->build_id_len = get_u32(ps->data + id_at);
+	m->build_id = m->build_id_len > 0 ? (uint8_t *)id : NULL;
+	p->nmodules++;
+	return 0;
+}
+
+static int
+parse_stacks(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+
+	while (record_left(r) > 0) {
+		size_t at = r->pos;
+		uint32_t id, depth;
+		if (read_u32(r, "id", &id) < 0 || read_u32(r, "depth", &depth) < 0)
+			return -1;
+		if (id == 0)
+			return fail_at(ps, at, "%s: stack id 0 (reserved for \"no stack\")", r->what);
+		if (depth == 0 || depth > 4096)
+			return fail_at(ps, at, "%s: stack %" PRIu32 " of depth %" PRIu32
+			               " (1 to 4096)", r->what, id, depth);
+		if ((uint64_t)depth * 8 > record_left(r))
+			return fail_at(ps, at, "%s: stack %" PRIu32 " of %" PRIu32
+			               " frames overruns its record (%zu bytes left)",
+			               r->what, id, depth, record_left(r));
+		tfa_profile_stack_t *st = grow(ps, p->stacks, p->nstacks, &ps->nstacks_cap, sizeof(*st));
+		if (st == NULL)
+			return -1;
+		p->stacks = st;
+		while (p->npcs + depth > ps->npcs_cap) {
+			uint64_t *pcs = grow(ps, p->pcs, ps->npcs_cap, &ps->npcs_cap, sizeof(*pcs));
+			if (pcs == NULL)
+				return -1;
+			p->pcs = pcs;
+		}
+		st = &p->stacks[p->nstacks++];
+		st->id = id;
+		st->depth = depth;
+		st->first = p->npcs;
+		for (uint32_t i = 0; i < depth; i++)
+			p->pcs[p->npcs++] = get_u64(ps->data + r->pos + 8 * (size_t)i);
+		r->pos += (size_t)depth * 8;
+	}
+	return 0;
+}
+
+static int
+parse_site(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_site_t *s;
+
+	s = grow(ps, p->sites, p->nsites, &ps->nsites_cap, sizeof(*s));
+	if (s == NULL)
+		return -1;
+	p->sites = s;
+	s = &p->sites[p->nsites];
+	memset(s, 0, sizeof(*s));
+	if (read_str(r, "device", &s->device) < 0 || read_u32(r, "stack_id", &s->stack_id) < 0
+	    || read_counts(r, "counts", s->f, TFA_SITEF_FIELD_COUNT) < 0)
+		return -1;
+	p->nsites++;
+	return 0;
+}
+
+static int
+cmp_stack_id(const void *a, const void *b)
+{
+	uint32_t x = ((const tfa_profile_stack_t *)a)->id, y = ((const tfa_profile_stack_t *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorts the stacks by id; two stacks with one id make the file unusable. */
+static int
+index_stacks(struct parser *ps)
+{
+	tfa_profile_t *p = ps->prof;
+	bool sorted = true;
+
+	for (size_t i = 1; i < p->nstacks && sorted; i++)
+		sorted = p->stacks[i - 1].id < p->stacks[i].id;
+	if (!sorted)
+		qsort(p->stacks, p->nstacks, sizeof(*p->stacks), cmp_stack_id);
+	for (size_t i = 1; i < p->nstacks; i++)
+		if (p->stacks[i - 1].id == p->stacks[i].id)
+			return fail(ps, "stack %" PRIu32 " is recorded twice", p->stacks[i].id);
+	return 0;
+}
+
+const uint64_t *
+tfa_profile_stack(const tfa_profile_t *p, uint32_t id, uint32_t *depth)
+{
+	size_t lo = 0, hi = p->nstacks;
+
+	*depth = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->stacks[mid].id < id) {
+			lo = mid + 1;
+		} else if (p->stacks[mid].id > id) {
+			hi = mid;
+		} else {
+			*depth = p->stacks[mid].depth;
+			return p->pcs + p->stacks[mid].first;
+		}
+	}
+	return NULL;
+}
+
+const tfa_profile_module_t *
+tfa_profile_module_at(const tfa_profile_t *p, uint32_t stack_id, uint64_t pc)
+{
+	const tfa_profile_module_t *last = NULL;
+
+	for (size_t i = 0; i < p->nmodules; i++) {
+		const tfa_profile_module_t *m = &p->modules[i];
+		if (pc < m->start || pc >= m->end)
+			continue;
+		if (m->seen_at < stack_id && stack_id <= m->gone_at)
+			return m;
+		last = m;
+	}
+	return last;
+}
+
+static int
 parse_error_totals(struct record *r, size_t off)
 {
 	tfa_profile_t *p = r->ps->prof;
@@ -419,6 +588,14 @@ record_name(uint32_t type)
 		return "error record";
 	case TFA_REC_ERROR_TOTALS:
 		return "error totals record";
+	case TFA_REC_CONFIG:
+		return "config record";
+	case TFA_REC_MODULE:
+		return "module record";
+	case TFA_REC_STACKS:
+		return "stacks record";
+	case TFA_REC_SITE:
+		return "site record";
 	case TFA_REC_END:
 		return "end record";
 	default:
@@ -486,6 +663,18 @@ parse_records(struct parser *ps, size_t off)
 		case TFA_REC_ERROR_TOTALS:
 			rc = parse_error_totals(&r, off);
 			break;
+		case TFA_REC_CONFIG:
+			rc = parse_config(&r, off);
+			break;
+		case TFA_REC_MODULE:
+			rc = parse_module(&r);
+			break;
+		case TFA_REC_STACKS:
+			rc = parse_stacks(&r);
+			break;
+		case TFA_REC_SITE:
+			rc = parse_site(&r);
+			break;
 		case TFA_REC_END:
 			rc = parse_end(&r, off, nrecords);
 			break;
@@ -504,7 +693,7 @@ parse_records(struct parser *ps, size_t off)
 		return fail_at(ps, off, "%zu bytes after the end record", ps->len - off);
 	if (!ps->prof->has_process)
 		return fail(ps, "no process record");
-	return 0;
+	return index_stacks(ps);
 }
 
 int
@@ -617,6 +806,10 @@ tfa_profile_free(tfa_profile_t *p)
 	free(p->devices);
 	free(p->leaks);
 	free(p->errors);
+	free(p->modules);
+	free(p->stacks);
+	free(p->pcs);
+	free(p->sites);
 	strings_free(p->strings_);
 	memset(p, 0, sizeof(*p));
 }

@@ -55,6 +55,29 @@ typedef struct tfa_profile_error_s {
 	char *detail;
 } tfa_profile_error_t;
 
+/* One MODULE record: an ELF object the process had mapped. */
+typedef struct tfa_profile_module_s {
+	char *path;
+	uint64_t bias, start, end;
+	uint32_t seen_at, gone_at; /* held its range for stacks seen_at < id <= gone_at */
+	uint8_t *build_id;         /* NULL when none */
+	uint32_t build_id_len;
+} tfa_profile_module_t;
+
+/* One stack of the STACKS records; its return addresses are pcs[first .. first + depth). */
+typedef struct tfa_profile_stack_s {
+	uint32_t id;
+	uint32_t depth;
+	size_t first;
+} tfa_profile_stack_t;
+
+/* One SITE record. */
+typedef struct tfa_profile_site_s {
+	char *device;
+	uint32_t stack_id;
+	uint64_t f[TFA_SITEF_FIELD_COUNT]; /* by enum tfa_prof_site_field_e */
+} tfa_profile_site_t;
+
 struct tfa_profile_strings;
 
 /*
@@ -88,6 +111,21 @@ typedef struct tfa_profile_s {
 	bool has_error_totals;
 	uint64_t error_totals[TFA_ERRC_FIELD_COUNT]; /* by enum tfa_prof_error_count_e */
 
+	/* CONFIG: absent in profiles of tfalloc without stacks */
+	bool has_config;
+	uint32_t stacks_mode;  /* enum tfa_prof_stacks_mode_e */
+	uint32_t stack_depth;  /* frames kept per stack at most */
+	uint64_t sample_bytes; /* 0: every allocation has its stack */
+
+	tfa_profile_module_t *modules; /* in the order of discovery */
+	size_t nmodules;
+	tfa_profile_stack_t *stacks; /* sorted by id, ids unique */
+	size_t nstacks;
+	uint64_t *pcs;
+	size_t npcs;
+	tfa_profile_site_t *sites;
+	size_t nsites;
+
 	/* END */
 	bool has_end;      /* always true after a successful parse */
 	bool complete;     /* false: a snapshot of a running process */
@@ -113,6 +151,20 @@ int tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_pro
  * TFA_PROFILE_MAX_FILE "PATH: N bytes: larger than ...".
  */
 int tfa_profile_read_file(const char *path, tfa_profile_t *out, char *err, size_t errlen);
+
+/*
+ * The return addresses of stack id (innermost first) and their number in
+ * *depth; NULL (and *depth 0) when the profile has no such stack.
+ */
+const uint64_t *tfa_profile_stack(const tfa_profile_t *p, uint32_t id, uint32_t *depth);
+
+/*
+ * The module that held address pc when stack id was recorded, or NULL:
+ * among the modules covering pc, the one whose [seen_at, gone_at) says it
+ * was loaded then; failing that, the last one discovered.
+ */
+const tfa_profile_module_t *tfa_profile_module_at(const tfa_profile_t *p, uint32_t stack_id,
+                                                  uint64_t pc);
 
 /* Frees everything tfa_profile_parse allocated and zeroes p.  NULL or a zeroed profile: no-op. */
 void tfa_profile_free(tfa_profile_t *p);

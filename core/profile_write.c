@@ -103,6 +103,16 @@ tfa_pw_u64(tfa_pw_t *w, uint64_t v)
 }
 
 void
+tfa_pw_bytes(tfa_pw_t *w, const void *data, size_t n)
+{
+	n = TFA_MIN(n, (size_t)TFA_PROF_MAX_STRING);
+	tfa_pw_u32(w, (uint32_t)n);
+	uint8_t *p = rec_room(w, n);
+	if (p != NULL && n > 0)
+		memcpy(p, data, n);
+}
+
+void
 tfa_pw_str(tfa_pw_t *w, const char *s)
 {
 	size_t n = s != NULL ? strnlen(s, TFA_PROF_MAX_STRING) : 0;
@@ -111,6 +121,12 @@ tfa_pw_str(tfa_pw_t *w, const char *s)
 	uint8_t *p = rec_room(w, n);
 	if (p != NULL && n > 0)
 		memcpy(p, s, n);
+}
+
+size_t
+tfa_pw_room(const tfa_pw_t *w)
+{
+	return w->rec_overflow ? 0 : w->rec_cap - w->rec_len;
 }
 
 void

@@ -39,6 +39,10 @@ void tfa_pw_u32(tfa_pw_t *w, uint32_t v);
 void tfa_pw_u64(tfa_pw_t *w, uint64_t v);
 /* A string, cut to TFA_PROF_MAX_STRING bytes. */
 void tfa_pw_str(tfa_pw_t *w, const char *s);
+/* n raw bytes (at most TFA_PROF_MAX_STRING), as a string is written. */
+void tfa_pw_bytes(tfa_pw_t *w, const void *data, size_t n);
+/* Bytes the current record can still take. */
+size_t tfa_pw_room(const tfa_pw_t *w);
 /* A counts block: n then the values. */
 void tfa_pw_counts(tfa_pw_t *w, const uint64_t *v, uint32_t n);
 /* Closes the record: appends it with its checksum (or drops it if it overflowed). */

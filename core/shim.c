@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,11 +21,14 @@
 
 #include "core/arena.h"
 #include "core/log.h"
+#include "core/modules.h"
 #include "core/options.h"
 #include "core/profile_format.h"
 #include "core/profile_write.h"
+#include "core/stack_table.h"
 #include "core/thread.h"
 #include "core/tracking_allocator.h"
+#include "core/unwind.h"
 #include "registry/backends.h"
 #include "registry/registry.h"
 
@@ -46,6 +50,17 @@ static tfa_tracking_allocator_t cpu_tracker = {
 
 static tfa_shim_state_t shim_state;
 static tfa_options_t opts;
+
+/* Call stacks: set once by init, before the shim is READY. */
+static struct {
+	tfa_stacks_mode_t mode; /* TFA_STACKS_NONE until init chose */
+	unsigned depth;         /* frames kept per stack */
+	uint64_t sample_bytes;  /* mean interval of sampled stacks; 0: every allocation */
+	uintptr_t self_lo, self_hi; /* the shim's own code: its frames are never recorded */
+	uint32_t checked;       /* stack ids up to this one had their modules checked */
+} stacks;
+
+static tfa_sites_t process_sites;
 
 /* Who this process is, captured at init (and again in a fork child). */
 static struct {
@@ -192,6 +207,110 @@ shim_exit(void)
 		handle_pending_signal();
 }
 
+/*
+ * A stack seen for the first time may hold code the module map does not
+ * know yet (a library loaded since the last look, or one loaded where an
+ * unloaded one was): the map must hold it before the stack can be
+ * symbolized.  The stamp says which modules held which addresses: those
+ * found now serve this stack and later ones.
+ */
+static TFA_COLD void
+check_new_stack(uint32_t id, const uintptr_t *pcs, unsigned depth)
+{
+	bool refresh = tfa_modules_changed();
+
+	for (unsigned i = 0; i < depth && !refresh; i++)
+		refresh = !tfa_modules_covers(pcs[i]);
+	if (refresh)
+		(void)tfa_modules_refresh(id - 1);
+	uint32_t seen = __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED);
+	while (seen < id && !__atomic_compare_exchange_n(&stacks.checked, &seen, id, true,
+							  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	}
+}
+
+/* The caller's stack, without the shim's own frames, interned; 0 when none. */
+static TFA_NOINLINE uint32_t
+capture_stack(void)
+{
+	uintptr_t pcs[TFA_UNWIND_FRAMES_MAX];
+	unsigned max = TFA_MIN(stacks.depth + 8u, (unsigned)TFA_UNWIND_FRAMES_MAX);
+
+	/* libunwind may allocate (its first use on a thread): such calls are the shim's. */
+	tfa_guard_enter();
+	unsigned n = tfa_unwind_capture(stacks.mode, pcs, max, 0);
+	tfa_guard_exit();
+	unsigned skip = 0;
+	while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
+		skip++;
+	unsigned depth = TFA_MIN(n - skip, stacks.depth);
+	if (depth == 0)
+		return 0;
+	tfa_guard_enter();
+	uint32_t id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+	if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED)))
+		check_new_stack(id, pcs + skip, depth);
+	tfa_guard_exit();
+	return id;
+}
+
+/* Exponential with mean stacks.sample_bytes: sampled points form a Poisson process over bytes. */
+static int64_t
+next_sample_interval(void)
+{
+	uint64_t x = tfa_tls.sample_rng;
+
+	if (x == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&tfa_tls ^ (uint64_t)ts.tv_sec;
+		x |= 1;
+	}
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	tfa_tls.sample_rng = x;
+	/* u in (0, 1]: 53 random bits. */
+	double u = (double)((x >> 11) + 1) * (1.0 / 9007199254740992.0);
+	double d = -log(u) * (double)stacks.sample_bytes;
+	return d >= 9.0e18 ? INT64_MAX : (int64_t)d + 1;
+}
+
+/* Whether the allocation whose count took the thread's clock to left is sampled. */
+static TFA_COLD bool
+sample_slow(int64_t left)
+{
+	if (tfa_tls.sample_rng == 0) {
+		/* A thread's first allocation starts its clock: no sample at a fixed place. */
+		int64_t first = next_sample_interval();
+		left += first;
+		if (left > 0) {
+			tfa_tls.sample_left = left;
+			return false;
+		}
+	}
+	tfa_tls.sample_left = next_sample_interval();
+	return true;
+}
+
+/* The stack to record for an allocation of nbytes: every one, or a sample. */
+static TFA_ALWAYS_INLINE uint32_t
+stack_for(size_t nbytes)
+{
+	if (tfa_likely(stacks.mode == TFA_STACKS_NONE) || tfa_unlikely(tfa_guard_active()))
+		return 0;
+	if (stacks.sample_bytes != 0) {
+		int64_t left = tfa_tls.sample_left - (int64_t)TFA_MIN(nbytes, (size_t)INT64_MAX / 2);
+		if (tfa_likely(left > 0)) {
+			tfa_tls.sample_left = left;
+			return 0;
+		}
+		if (!sample_slow(left))
+			return 0;
+	}
+	return capture_stack();
+}
+
 void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
@@ -204,6 +323,7 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	void *p;
 
 	shim_enter();
+	attrs.stack_id = stack_for(nbytes);
 	/* Constant arguments for malloc and new: the inline path folds their checks away. */
 	if (tfa_likely(alignment == 0 && !zero)) {
 		attrs.zero_fill = false;
@@ -235,7 +355,8 @@ tfa_shim_realloc(void *ptr, size_t nbytes)
 	tfa_alloc_info_t old;
 
 	shim_enter();
-	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, 0, &r, &old);
+	uint32_t stack_id = nbytes != 0 ? stack_for(nbytes) : 0;
+	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, stack_id, &r, &old);
 	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM))
 		report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
 	shim_exit();
@@ -366,6 +487,56 @@ choose_allocator(void)
 	tfa_tracking_allocator_set_backend(&cpu_tracker, chosen);
 }
 
+/* Chooses the stack mode from the options; libunwind is loaded here, on the main thread. */
+static void
+init_stacks(void)
+{
+	static const char *const names[] = { [TFA_STACKS_NONE] = "none", [TFA_STACKS_FP] = "fp",
+					     [TFA_STACKS_UNWIND] = "unwind" };
+	tfa_stacks_mode_t mode = TFA_STACKS_UNWIND;
+	bool known = false;
+	uint64_t depth = opts.stack_depth;
+
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(names); i++) {
+		if (strcmp(opts.stacks, names[i]) == 0) {
+			mode = (tfa_stacks_mode_t)i;
+			known = true;
+		}
+	}
+	if (!known)
+		tfa_log("TFALLOC_STACKS=\"%.*s\": not one of unwind, fp, none; using unwind", 64,
+			opts.stacks);
+	if (depth < 1 || depth > 128) {
+		tfa_log("TFALLOC_STACK_DEPTH=%llu: out of range (1 to 128); using 32",
+			(unsigned long long)depth);
+		depth = 32;
+	}
+	if (mode == TFA_STACKS_NONE)
+		return;
+	int r = tfa_unwind_init(mode);
+	if (r == -ENOENT && mode == TFA_STACKS_UNWIND) {
+		tfa_log("TFALLOC_STACKS=unwind: libunwind.so.8 cannot be loaded; using frame pointers");
+		mode = TFA_STACKS_FP;
+		r = tfa_unwind_init(mode);
+	}
+	if (r != 0) {
+		tfa_log("TFALLOC_STACKS=%s: %s; no stacks recorded", names[mode],
+			strerrordesc_np(-r) != NULL ? strerrordesc_np(-r) : "error");
+		return;
+	}
+	(void)tfa_modules_refresh(0);
+	for (const tfa_module_t *m = tfa_modules_first(); m != NULL; m = m->next) {
+		if (m->start <= (uintptr_t)&capture_stack && (uintptr_t)&capture_stack < m->end) {
+			stacks.self_lo = m->start;
+			stacks.self_hi = m->end;
+		}
+	}
+	stacks.depth = (unsigned)depth;
+	stacks.sample_bytes = opts.sample_bytes;
+	cpu_tracker.sites = &process_sites;
+	__atomic_store_n(&stacks.mode, mode, __ATOMIC_RELEASE);
+}
+
 /*
  * exit() runs this after every ELF destructor: __libc_start_main registers
  * the loader's fini after the shim's constructor registered this, and exit
@@ -402,6 +573,7 @@ tfa_shim_init(void)
 						       opts.limit > INT64_MAX ? INT64_MAX
 									      : (int64_t)opts.limit);
 	capture_identity();
+	init_stacks();
 	if (opts.output[0] != '\0') {
 		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
 	} else if (getcwd(proc.outdir, sizeof(proc.outdir)) == NULL) {
@@ -532,6 +704,74 @@ create_profile_file(void)
 }
 
 static void
+write_stack_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
+{
+	tfa_pw_t *w = arg;
+
+	if (tfa_pw_room(w) < 8 + (size_t)depth * 8) {
+		tfa_pw_end(w);
+		tfa_pw_begin(w, TFA_REC_STACKS);
+	}
+	tfa_pw_u32(w, id);
+	tfa_pw_u32(w, depth);
+	for (unsigned i = 0; i < depth; i++)
+		tfa_pw_u64(w, pcs[i]);
+}
+
+static void
+write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
+{
+	tfa_pw_t *w = arg;
+	uint64_t f[TFA_SITEF_FIELD_COUNT] = {
+		[TFA_SITEF_NUM_ALLOCS] = site->allocs,
+		[TFA_SITEF_TOTAL_BYTES] = site->total_bytes,
+		[TFA_SITEF_BYTES_IN_USE] = (uint64_t)TFA_MAX(site->in_use_bytes, 0),
+		[TFA_SITEF_BLOCKS_IN_USE] = (uint64_t)TFA_MAX(site->in_use_blocks, 0),
+		[TFA_SITEF_BYTES_AT_PEAK] = (uint64_t)TFA_MAX(site->peak_bytes, 0),
+	};
+
+	tfa_pw_begin(w, TFA_REC_SITE);
+	tfa_pw_str(w, "cpu");
+	tfa_pw_u32(w, stack_id);
+	tfa_pw_counts(w, f, TFA_SITEF_FIELD_COUNT);
+	tfa_pw_end(w);
+}
+
+/* How stacks were recorded, the module map, the stack table and the sites. */
+static void
+write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_t *st)
+{
+	tfa_stacks_mode_t mode = __atomic_load_n(&stacks.mode, __ATOMIC_ACQUIRE);
+
+	tfa_pw_begin(w, TFA_REC_CONFIG);
+	tfa_pw_u32(w, (uint32_t)mode);
+	tfa_pw_u32(w, stacks.depth);
+	tfa_pw_u64(w, stacks.sample_bytes);
+	tfa_pw_end(w);
+	if (mode == TFA_STACKS_NONE)
+		return;
+	/* The loader's lock is no place for a signal handler. */
+	if (end_reason != TFA_END_SIGNAL)
+		(void)tfa_modules_refresh(tfa_stack_table_count(&tfa_process_stacks));
+	for (const tfa_module_t *m = tfa_modules_first(); m != NULL; m = m->next) {
+		tfa_pw_begin(w, TFA_REC_MODULE);
+		tfa_pw_u64(w, m->bias);
+		tfa_pw_u64(w, m->start);
+		tfa_pw_u64(w, m->end);
+		tfa_pw_u32(w, m->seen_at);
+		tfa_pw_u32(w, __atomic_load_n(&m->gone, __ATOMIC_ACQUIRE) ? m->gone_at
+									  : TFA_PROF_GONE_NEVER);
+		tfa_pw_str(w, m->path);
+		tfa_pw_bytes(w, m->build_id, m->build_id_len);
+		tfa_pw_end(w);
+	}
+	tfa_pw_begin(w, TFA_REC_STACKS);
+	tfa_stack_table_foreach(&tfa_process_stacks, write_stack_visit, w);
+	tfa_pw_end(w);
+	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, w);
+}
+
+static void
 write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_allocator_stats_t *st,
 	      struct leak_walk *leaks)
 {
@@ -568,6 +808,8 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_str(w, tfa_allocator_name(cpu_tracker.wrapper.wrapped));
 	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
 	tfa_pw_end(w);
+
+	write_stack_records(w, end_reason, st);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
 		const struct leak_group *g;
@@ -825,6 +1067,8 @@ tfa_shim_prefork(void)
 {
 	tfa_lock(&profile_lock);
 	tfa_lock(&errors_lock);
+	tfa_stack_table_prefork(&tfa_process_stacks);
+	tfa_modules_prefork();
 	tfa_ptr_table_prefork(&process_table);
 	tfa_thread_prefork();
 	tfa_arena_prefork();
@@ -839,6 +1083,8 @@ tfa_shim_postfork_parent(void)
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
+	tfa_modules_postfork_parent();
+	tfa_stack_table_postfork_parent(&tfa_process_stacks);
 	tfa_unlock(&errors_lock);
 	tfa_unlock(&profile_lock);
 }
@@ -850,6 +1096,8 @@ tfa_shim_postfork_child(void)
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);
+	tfa_modules_postfork_child();
+	tfa_stack_table_postfork_child(&tfa_process_stacks);
 	tfa_lock_init(&errors_lock);
 	tfa_lock_init(&profile_lock);
 	/* The child is a process of its own: its own identity and profile file. */

@@ -69,6 +69,8 @@ typedef struct tfa_tls_s {
 	uint32_t table_depth;      /* pointer-table sections announced */
 	uint32_t recent_pos;
 	tfa_thread_rec_t *rec;
+	int64_t sample_left;       /* bytes until the next sampled allocation (TFALLOC_SAMPLE_BYTES) */
+	uint64_t sample_rng;       /* xorshift state of the sampling intervals; 0: not seeded */
 	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */
 } tfa_tls_t;
 

@@ -12,6 +12,7 @@ shift 2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 valgrind -q --soname-synonyms=somalloc=NONE --error-exitcode=99 --trace-children=yes \
+	--suppressions="$(dirname "$0")/libunwind.supp" \
 	env LD_PRELOAD="$lib" TFALLOC_OUTPUT="$out" TFALLOC_QUIET=1 "$@" >/dev/null 2>"$out/stderr"
 status=$?
 if [ "$status" -ne "$expected" ]; then
