@@ -283,9 +283,9 @@ def mode_command(mode, argv, root, outdir):
     if mode == "jemalloc":
         return argv, {"LD_PRELOAD": JEMALLOC}, False
     if mode == "tfalloc":
-        return argv, tfa, False
+        return argv, dict(tfa, TFALLOC_STACKS="none"), False
     if mode == "tfalloc-glibc":
-        return argv, dict(tfa, TFALLOC_ALLOCATOR="glibc"), False
+        return argv, dict(tfa, TFALLOC_ALLOCATOR="glibc", TFALLOC_STACKS="none"), False
     if mode == "tfalloc-stacks":
         return argv, dict(tfa, TFALLOC_STACKS="unwind"), False
     if mode == "tfalloc-fp":
