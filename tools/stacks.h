@@ -30,6 +30,18 @@ tfa_symbolizer_t *tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size
  */
 const char *tfa_frame_name(const tfa_sym_frame_t *f, char *buf, size_t size);
 
+/*
+ * A site's figures (enum tfa_prof_site_field_e) as estimates for the whole
+ * run.  Without sampling (p->sample_bytes 0) they are the recorded ones.
+ * With sampling, a site holds only its sampled allocations: an allocation of
+ * z bytes was sampled with probability 1 - exp(-z / sample_bytes) (the
+ * Poisson process over bytes of jemalloc and tcmalloc), so each figure is
+ * divided by that probability for its own mean block size (blocks and bytes
+ * in use by the mean live block, the rest by the mean allocation).
+ */
+void tfa_site_estimate(const tfa_profile_t *p, const tfa_profile_site_t *site,
+                       double out[TFA_SITEF_FIELD_COUNT]);
+
 /* The base name of a path ("/usr/lib/libc.so.6" -> "libc.so.6"); "" for NULL. */
 const char *tfa_base_name(const char *path);
 
