@@ -24,6 +24,7 @@
 #include "core/common.h"
 #include "core/profile_read.h"
 #include "tools/json.h"
+#include "tools/stacks.h"
 
 #define REPORT_ERRLEN 1024
 
@@ -35,7 +36,25 @@ enum report_format_e {
 struct report_entry {
 	tfa_profile_t prof;
 	char *file; /* absolute when it could be resolved */
+	tfa_profile_symbols_t *sym; /* made on first use: see entry_symbolizer */
+	bool sym_tried;
 };
+
+/* The tables of sites the text shows (--by). */
+enum report_table_e {
+	TABLE_PEAK = 1u << 0,    /* bytes live at the moment of the peak */
+	TABLE_LEAKED = 1u << 1,  /* the leaks, grouped by stack */
+	TABLE_TOTAL = 1u << 2,   /* total bytes allocated */
+	TABLE_COUNT = 1u << 3,   /* allocations */
+	TABLE_ALL = 0xf,
+};
+
+#define REPORT_TOP_DEFAULT 10
+
+static struct {
+	size_t top;      /* rows per table; 0: all */
+	unsigned tables; /* enum report_table_e */
+} ropts = { REPORT_TOP_DEFAULT, TABLE_ALL };
 
 struct report {
 	struct report_entry *entries;
@@ -48,13 +67,20 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json] [-o FILE] PATH...\n"
+	fputs("usage: tfalloc report [--format text|json] [--top N] [--by LIST] [-o FILE] PATH...\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
-	      "file in it, ordered by pid, then start time.\n"
+	      "file in it, ordered by pid, then start time.  Call stacks are symbolized\n"
+	      "from the modules each process recorded (function, file and line where\n"
+	      "debug information exists, else module+offset).\n"
 	      "\n"
 	      "Options:\n"
 	      "  --format text|json   text for people (the default), or JSON\n"
+	      "  --top N              rows per table of the text (default 10; 0: all)\n"
+	      "  --by LIST            the text's tables of allocation sites, comma-separated:\n"
+	      "                       peak (bytes live at the peak), leaked (leaks by\n"
+	      "                       stack), total (bytes allocated), count (allocations);\n"
+	      "                       default: all four\n"
 	      "  -o, --output FILE    write to FILE instead of stdout\n"
 	      "  -h, --help           this help\n"
 	      "\n"
@@ -219,6 +245,7 @@ static void
 report_free(struct report *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
+		tfa_profile_symbols_free(r->entries[i].sym);
 		tfa_profile_free(&r->entries[i].prof);
 		free(r->entries[i].file);
 	}
@@ -281,8 +308,176 @@ report_seconds(char *buf, size_t size, uint64_t ns)
 }
 
 /* --------------------------------------------------------------------------
+ * Stacks, symbolized
+ */
+
+/* The symbolizer of e's profile, made on first use; NULL when it has no stacks or none could be made. */
+static tfa_profile_symbols_t *
+entry_symbolizer(struct report_entry *e)
+{
+	char err[REPORT_ERRLEN];
+
+	if (e->sym_tried)
+		return e->sym;
+	e->sym_tried = true;
+	if (e->prof.nstacks == 0)
+		return NULL;
+	e->sym = tfa_profile_symbols_new(&e->prof, err, sizeof(err));
+	if (e->sym == NULL)
+		fprintf(stderr, "tfalloc: report: %s: stacks shown as module offsets: %s\n", e->file,
+		        err);
+	return e->sym;
+}
+
+typedef void (*frame_fn)(void *ctx, unsigned index, const tfa_sym_frame_t *fr);
+
+/*
+ * Calls fn for each frame of stack id, innermost first (inlined calls before
+ * the function they were inlined into).  Returns false when the profile has
+ * no such stack.
+ */
+static bool
+for_each_frame(struct report_entry *e, uint32_t id, frame_fn fn, void *ctx)
+{
+	uint32_t depth;
+	const uint64_t *pcs = id != 0 ? tfa_profile_stack(&e->prof, id, &depth) : NULL;
+	unsigned index = 0;
+
+	if (pcs == NULL)
+		return false;
+	tfa_profile_symbols_t *s = entry_symbolizer(e);
+	for (uint32_t i = 0; i < depth; i++) {
+		const tfa_sym_frame_t *frames;
+		size_t n;
+
+		if (s != NULL && tfa_profile_symbolize(s, id, pcs[i], &frames, &n) == 0) {
+			for (size_t k = 0; k < n; k++)
+				fn(ctx, index++, &frames[k]);
+			continue;
+		}
+		/* No symbolizer: the module map still tells module and offset. */
+		const tfa_profile_module_t *m = tfa_profile_module_at(&e->prof, id, pcs[i]);
+		tfa_sym_frame_t raw = { .pc = pcs[i], .flags = TFA_SYM_NO_MODULE };
+		if (m != NULL) {
+			raw.module = m->path;
+			raw.module_offset = pcs[i] - m->bias;
+			raw.flags = TFA_SYM_NO_FILE;
+		}
+		fn(ctx, index++, &raw);
+	}
+	return true;
+}
+
+/* A site's figures for its device, estimated for the whole run when stacks were sampled. */
+struct site_row {
+	const tfa_profile_site_t *site;
+	double v[TFA_SITEF_FIELD_COUNT];
+	double leaked;
+};
+
+static int site_key; /* enum tfa_prof_site_field_e the rows are sorted by */
+
+static int
+site_row_cmp(const void *a, const void *b)
+{
+	const struct site_row *x = a, *y = b;
+
+	if (x->v[site_key] != y->v[site_key])
+		return x->v[site_key] > y->v[site_key] ? -1 : 1;
+	if (x->v[TFA_SITEF_TOTAL_BYTES] != y->v[TFA_SITEF_TOTAL_BYTES])
+		return x->v[TFA_SITEF_TOTAL_BYTES] > y->v[TFA_SITEF_TOTAL_BYTES] ? -1 : 1;
+	return x->site->stack_id < y->site->stack_id ? -1 : x->site->stack_id > y->site->stack_id;
+}
+
+/* p's sites, sorted by key (largest first); NULL when it has none or memory ran out. */
+static struct site_row *
+site_rows(const tfa_profile_t *p, int key)
+{
+	struct site_row *rows;
+
+	if (p->nsites == 0 || (rows = calloc(p->nsites, sizeof(*rows))) == NULL)
+		return NULL;
+	for (size_t i = 0; i < p->nsites; i++) {
+		rows[i].site = &p->sites[i];
+		tfa_site_estimate(p, &p->sites[i], rows[i].v);
+		rows[i].leaked = p->complete ? rows[i].v[TFA_SITEF_BYTES_IN_USE] : 0;
+	}
+	site_key = key;
+	qsort(rows, p->nsites, sizeof(*rows), site_row_cmp);
+	return rows;
+}
+
+static uint64_t
+round_u64(double v)
+{
+	return v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX : (uint64_t)(v + 0.5);
+}
+
+/* --------------------------------------------------------------------------
  * JSON
  */
+
+static void
+json_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
+{
+	tfa_json_t *j = ctx;
+	char buf[32];
+
+	(void)index;
+	tfa_json_begin_object(j);
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->pc);
+	tfa_json_kv_string(j, "address", buf);
+	tfa_json_kv_string(j, "function", fr->function);
+	tfa_json_kv_string(j, "file", fr->file);
+	tfa_json_key(j, "line");
+	if (fr->line != 0)
+		tfa_json_u64(j, fr->line);
+	else
+		tfa_json_null(j);
+	tfa_json_kv_string(j, "module", fr->module);
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->module_offset);
+	tfa_json_kv_string(j, "offset", fr->module != NULL ? buf : NULL);
+	tfa_json_kv_bool(j, "inlined", (fr->flags & TFA_SYM_INLINED) != 0);
+	tfa_json_end_object(j);
+}
+
+/* "KEY": [frames...]; an empty array when the stack is unknown. */
+static void
+json_stack(tfa_json_t *j, struct report_entry *e, const char *key, uint32_t id)
+{
+	tfa_json_key(j, key);
+	tfa_json_begin_array(j);
+	(void)for_each_frame(e, id, json_frame, j);
+	tfa_json_end_array(j);
+}
+
+static void
+json_sites(tfa_json_t *j, struct report_entry *e)
+{
+	const tfa_profile_t *p = &e->prof;
+	struct site_row *rows = site_rows(p, TFA_SITEF_BYTES_AT_PEAK);
+
+	tfa_json_key(j, "sites");
+	tfa_json_begin_array(j);
+	for (size_t i = 0; rows != NULL && i < p->nsites; i++) {
+		const struct site_row *r = &rows[i];
+
+		tfa_json_begin_object(j);
+		tfa_json_kv_string(j, "device", r->site->device);
+		tfa_json_kv_u64(j, "stack_id", r->site->stack_id);
+		tfa_json_kv_u64(j, "num_allocs", round_u64(r->v[TFA_SITEF_NUM_ALLOCS]));
+		tfa_json_kv_u64(j, "total_bytes", round_u64(r->v[TFA_SITEF_TOTAL_BYTES]));
+		tfa_json_kv_u64(j, "bytes_in_use", round_u64(r->v[TFA_SITEF_BYTES_IN_USE]));
+		tfa_json_kv_u64(j, "blocks_in_use", round_u64(r->v[TFA_SITEF_BLOCKS_IN_USE]));
+		tfa_json_kv_u64(j, "bytes_at_peak", round_u64(r->v[TFA_SITEF_BYTES_AT_PEAK]));
+		tfa_json_kv_u64(j, "leaked_bytes", round_u64(r->leaked));
+		tfa_json_kv_bool(j, "estimated", p->sample_bytes != 0);
+		json_stack(j, e, "stack", r->site->stack_id);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+	free(rows);
+}
 
 static void
 json_hex(tfa_json_t *j, const char *key, uint64_t v)
@@ -294,7 +489,7 @@ json_hex(tfa_json_t *j, const char *key, uint64_t v)
 }
 
 static void
-json_process(tfa_json_t *j, const struct report_entry *e)
+json_process(tfa_json_t *j, struct report_entry *e)
 {
 	static const char *const dev_keys[TFA_DEV_FIELD_COUNT] = {
 		[TFA_DEV_NUM_ALLOCS] = "num_allocs",
@@ -347,6 +542,13 @@ json_process(tfa_json_t *j, const struct report_entry *e)
 	tfa_json_kv_u64(j, "end_ns", p->end_ns);
 	tfa_json_kv_string(j, "tfalloc_version", p->tfalloc_version);
 	tfa_json_kv_u64(j, "format_version", p->version);
+	tfa_json_key(j, "stacks");
+	tfa_json_begin_object(j);
+	tfa_json_kv_string(j, "mode", p->has_config ? tfa_prof_stacks_mode_name(p->stacks_mode) : "none");
+	tfa_json_kv_u64(j, "depth", p->stack_depth);
+	tfa_json_kv_u64(j, "sample_bytes", p->sample_bytes);
+	tfa_json_kv_u64(j, "distinct", p->nstacks);
+	tfa_json_end_object(j);
 
 	tfa_json_key(j, "devices");
 	tfa_json_begin_array(j);
@@ -375,9 +577,7 @@ json_process(tfa_json_t *j, const struct report_entry *e)
 		tfa_json_kv_u64(j, "allocated_bytes", l->f[TFA_LEAKF_ALLOCATED_BYTES]);
 		json_hex(j, "sample_address", l->f[TFA_LEAKF_SAMPLE_ADDRESS]);
 		tfa_json_kv_u64(j, "stack_id", l->stack_id);
-		tfa_json_key(j, "stack");
-		tfa_json_begin_array(j);
-		tfa_json_end_array(j);
+		json_stack(j, e, "stack", l->stack_id);
 		tfa_json_end_object(j);
 	}
 	tfa_json_end_array(j);
@@ -394,9 +594,8 @@ json_process(tfa_json_t *j, const struct report_entry *e)
 		tfa_json_kv_string(j, "detail", er->detail);
 		tfa_json_kv_u64(j, "stack_id", er->stack_id);
 		tfa_json_kv_u64(j, "alloc_stack_id", er->alloc_stack_id);
-		tfa_json_key(j, "stack");
-		tfa_json_begin_array(j);
-		tfa_json_end_array(j);
+		json_stack(j, e, "stack", er->stack_id);
+		json_stack(j, e, "alloc_stack", er->alloc_stack_id);
 		tfa_json_end_object(j);
 	}
 	tfa_json_end_array(j);
@@ -408,11 +607,13 @@ json_process(tfa_json_t *j, const struct report_entry *e)
 		tfa_json_kv_u64(j, errc_keys[k], sums.by_kind[k]);
 	tfa_json_end_object(j);
 
+	json_sites(j, e);
+
 	tfa_json_end_object(j);
 }
 
 static void
-report_json(FILE *f, const struct report *r)
+report_json(FILE *f, struct report *r)
 {
 	tfa_json_t j;
 
@@ -587,20 +788,84 @@ text_device(FILE *f, const tfa_profile_device_t *d)
 	fputc('\n', f);
 }
 
+struct text_frames {
+	FILE *f;
+	bool below_main; /* the frames after main (the C runtime's start) are not shown */
+};
+
 static void
-text_stack(FILE *f, uint32_t stack_id)
+text_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
-	if (stack_id == 0)
-		fputs("      (no stack recorded)\n", f);
-	else
-		fprintf(f, "      (stack %" PRIu32 ": frames not in this profile)\n", stack_id);
+	struct text_frames *tf = ctx;
+	FILE *f = tf->f;
+	char name[1024];
+
+	if (tf->below_main)
+		return;
+	tf->below_main = fr->function != NULL && strcmp(fr->function, "main") == 0;
+	fprintf(f, "      #%u 0x%" PRIx64 " in ", index, fr->pc);
+	text_str(f, tfa_frame_name(fr, name, sizeof(name)));
+	if (fr->file != NULL) {
+		fputc(' ', f);
+		text_str(f, fr->file);
+		if (fr->line != 0)
+			fprintf(f, ":%" PRIu32, fr->line);
+	} else if (fr->function != NULL && fr->module != NULL && fr->module[0] != '\0') {
+		fputs(" (", f);
+		text_str(f, tfa_base_name(fr->module));
+		fprintf(f, "+0x%" PRIx64 ")", fr->module_offset);
+	}
+	if (fr->flags & TFA_SYM_INLINED)
+		fputs(" (inlined)", f);
+	fputc('\n', f);
 }
 
 static void
-text_leaks(FILE *f, const tfa_profile_t *p)
+text_stack(FILE *f, struct report_entry *e, uint32_t stack_id)
 {
+	if (stack_id == 0)
+		fputs(e->prof.sample_bytes != 0 ? "      (no stack: not sampled)\n"
+		                                 : "      (no stack recorded)\n",
+		      f);
+	else if (!for_each_frame(e, stack_id, text_frame, &(struct text_frames){ .f = f }))
+		fprintf(f, "      (stack %" PRIu32 ": frames not in this profile)\n", stack_id);
+}
+
+static const tfa_profile_t *leak_sort_profile;
+
+static int
+leak_index_cmp(const void *a, const void *b)
+{
+	const tfa_profile_leak_t *x = &leak_sort_profile->leaks[*(const size_t *)a];
+	const tfa_profile_leak_t *y = &leak_sort_profile->leaks[*(const size_t *)b];
+
+	if (x->f[TFA_LEAKF_BYTES] != y->f[TFA_LEAKF_BYTES])
+		return x->f[TFA_LEAKF_BYTES] > y->f[TFA_LEAKF_BYTES] ? -1 : 1;
+	if (x->f[TFA_LEAKF_BLOCKS] != y->f[TFA_LEAKF_BLOCKS])
+		return x->f[TFA_LEAKF_BLOCKS] > y->f[TFA_LEAKF_BLOCKS] ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* "... and 12 more (3.0 KiB (3072 bytes) in 40 blocks)" */
+static void
+text_more(FILE *f, size_t more, const char *what, uint64_t bytes, uint64_t blocks)
+{
+	if (more == 0)
+		return;
+	fprintf(f, "    ... and %zu more %s (", more, what);
+	text_bytes(f, bytes);
+	fputs(" in ", f);
+	text_count(f, blocks, "block", "blocks");
+	fputs("); --top 0 shows all\n", f);
+}
+
+static void
+text_leaks(FILE *f, struct report_entry *e)
+{
+	const tfa_profile_t *p = &e->prof;
 	const char *what = p->complete ? "leaks" : "live at snapshot";
-	uint64_t bytes, blocks;
+	uint64_t bytes, blocks, more_bytes = 0, more_blocks = 0;
+	size_t *order, shown;
 
 	report_leak_sums(p, &bytes, &blocks);
 	if (p->nleaks == 0) {
@@ -611,10 +876,25 @@ text_leaks(FILE *f, const tfa_profile_t *p)
 	text_bytes(f, bytes);
 	fputs(" in ", f);
 	text_count(f, blocks, "block", "blocks");
-	fputc('\n', f);
-	for (size_t i = 0; i < p->nleaks; i++) {
-		const tfa_profile_leak_t *l = &p->leaks[i];
+	fprintf(f, ", %zu %s by stack, largest first\n", p->nleaks, p->nleaks == 1 ? "group" : "groups");
+	order = calloc(p->nleaks, sizeof(*order));
+	if (order == NULL) {
+		fputs("    (out of memory)\n", f);
+		return;
+	}
+	for (size_t i = 0; i < p->nleaks; i++)
+		order[i] = i;
+	leak_sort_profile = p;
+	qsort(order, p->nleaks, sizeof(*order), leak_index_cmp);
+	shown = ropts.top == 0 ? p->nleaks : TFA_MIN(ropts.top, p->nleaks);
+	for (size_t k = 0; k < p->nleaks; k++) {
+		const tfa_profile_leak_t *l = &p->leaks[order[k]];
 
+		if (k >= shown) {
+			more_bytes += l->f[TFA_LEAKF_BYTES];
+			more_blocks += l->f[TFA_LEAKF_BLOCKS];
+			continue;
+		}
 		fputs("    ", f);
 		text_bytes(f, l->f[TFA_LEAKF_BYTES]);
 		fputs(" in ", f);
@@ -622,8 +902,106 @@ text_leaks(FILE *f, const tfa_profile_t *p)
 		fprintf(f, " (%s, ", tfa_prof_leak_kind_name(l->kind));
 		text_str(f, l->device);
 		fprintf(f, ", e.g. 0x%" PRIx64 ")\n", l->f[TFA_LEAKF_SAMPLE_ADDRESS]);
-		text_stack(f, l->stack_id);
+		text_stack(f, e, l->stack_id);
 	}
+	text_more(f, p->nleaks - shown, "groups", more_bytes, more_blocks);
+	free(order);
+}
+
+/* Sum of a figure over the sites of one device. */
+static double
+sites_sum(const struct site_row *rows, size_t n, const char *device, int key)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(rows[i].site->device, device) == 0)
+			sum += rows[i].v[key];
+	return sum;
+}
+
+static void
+text_site_table(FILE *f, struct report_entry *e, int key, const char *title)
+{
+	const tfa_profile_t *p = &e->prof;
+	struct site_row *rows = site_rows(p, key);
+	size_t n = 0, shown;
+
+	if (rows == NULL)
+		return;
+	while (n < p->nsites && rows[n].v[key] >= 0.5)
+		n++;
+	shown = ropts.top == 0 ? n : TFA_MIN(ropts.top, n);
+	fprintf(f, "  sites by %s: %zu of %zu%s\n", title, shown, n,
+	        p->sample_bytes != 0 ? " (estimated from sampled stacks)" : "");
+	for (size_t i = 0; i < shown; i++) {
+		const struct site_row *r = &rows[i];
+		const char *dev = r->site->device;
+
+		fputs("    ", f);
+		if (key == TFA_SITEF_NUM_ALLOCS) {
+			text_count(f, round_u64(r->v[key]), "allocation", "allocations");
+			fputs(", ", f);
+			text_bytes(f, round_u64(r->v[TFA_SITEF_TOTAL_BYTES]));
+			fputs(" in all", f);
+		} else {
+			text_bytes(f, round_u64(r->v[key]));
+			double sum = 0;
+			for (size_t d = 0; d < p->ndevices; d++)
+				if (strcmp(p->devices[d].name, dev) == 0)
+					sum = (double)p->devices[d].f[key == TFA_SITEF_BYTES_AT_PEAK
+					                                      ? TFA_DEV_PEAK_BYTES_IN_USE
+					                                      : TFA_DEV_TOTAL_BYTES];
+			fputs(key == TFA_SITEF_BYTES_AT_PEAK ? " at the peak" : " allocated", f);
+			if (sum > 0)
+				fprintf(f, " (%.1f%%)", 100.0 * r->v[key] / sum);
+			fputs(", ", f);
+			text_count(f, round_u64(r->v[TFA_SITEF_NUM_ALLOCS]), "allocation", "allocations");
+		}
+		fputs(", ", f);
+		text_bytes(f, round_u64(r->v[TFA_SITEF_BYTES_IN_USE]));
+		fputs(p->complete ? " leaked" : " in use", f);
+		if (p->ndevices > 1) {
+			fputs(", ", f);
+			text_str(f, dev);
+		}
+		fputc('\n', f);
+		text_stack(f, e, r->site->stack_id);
+	}
+	if (key == TFA_SITEF_BYTES_AT_PEAK) {
+		/* What the sites do not hold: allocations without a stack (runtime, unsampled). */
+		for (size_t d = 0; d < p->ndevices; d++) {
+			double rest = (double)p->devices[d].f[TFA_DEV_PEAK_BYTES_IN_USE]
+			              - sites_sum(rows, p->nsites, p->devices[d].name, key);
+			if (p->sample_bytes == 0 && rest >= 0.5) {
+				fputs("    ", f);
+				text_bytes(f, round_u64(rest));
+				fputs(" at the peak without a stack (", f);
+				text_str(f, p->devices[d].name);
+				fputs(")\n", f);
+			}
+		}
+	}
+	if (shown < n)
+		fprintf(f, "    ... and %zu more; --top 0 shows all\n", n - shown);
+	free(rows);
+}
+
+static void
+text_stacks_config(FILE *f, const tfa_profile_t *p)
+{
+	if (!p->has_config)
+		return;
+	fprintf(f, "  stacks:     %s", tfa_prof_stacks_mode_name(p->stacks_mode));
+	if (p->stacks_mode != TFA_PROF_STACKS_NONE) {
+		fprintf(f, ", up to %" PRIu32 " frames, %zu distinct", p->stack_depth, p->nstacks);
+		if (p->sample_bytes != 0) {
+			fputs(", sampled: one every ", f);
+			text_bytes(f, p->sample_bytes);
+			fputs(" on average (site figures are estimates)", f);
+		}
+	}
+	fputc('\n', f);
 }
 
 /* "double_free" -> "double free" */
@@ -635,8 +1013,9 @@ text_kind(FILE *f, const char *name)
 }
 
 static void
-text_errors(FILE *f, const tfa_profile_t *p)
+text_errors(FILE *f, struct report_entry *entry)
 {
+	const tfa_profile_t *p = &entry->prof;
 	static const uint32_t kinds[] = { TFA_ERR_DOUBLE_FREE, TFA_ERR_INVALID_FREE,
 		                          TFA_ERR_MISMATCHED_FREE };
 	struct error_sums s;
@@ -673,7 +1052,12 @@ text_errors(FILE *f, const tfa_profile_t *p)
 			text_str(f, e->detail);
 		}
 		fputc('\n', f);
-		text_stack(f, e->stack_id);
+		if (e->stack_id != 0 || e->alloc_stack_id == 0)
+			text_stack(f, entry, e->stack_id);
+		if (e->alloc_stack_id != 0) {
+			fputs("    the block was allocated at:\n", f);
+			text_stack(f, entry, e->alloc_stack_id);
+		}
 	}
 	if (s.by_kind[TFA_ERRC_NOT_RECORDED] > 0)
 		fprintf(f, "    (%" PRIu64 " more not recorded)\n",
@@ -681,7 +1065,7 @@ text_errors(FILE *f, const tfa_profile_t *p)
 }
 
 static void
-text_process(FILE *f, const struct report_entry *e)
+text_process(FILE *f, struct report_entry *e)
 {
 	const tfa_profile_t *p = &e->prof;
 
@@ -705,14 +1089,22 @@ text_process(FILE *f, const struct report_entry *e)
 		fputs("  note:       the shim ran out of memory and stopped recording: figures are "
 		      "partial\n",
 		      f);
+	text_stacks_config(f, p);
 	for (size_t i = 0; i < p->ndevices; i++)
 		text_device(f, &p->devices[i]);
-	text_leaks(f, p);
-	text_errors(f, p);
+	if (ropts.tables & TABLE_PEAK)
+		text_site_table(f, e, TFA_SITEF_BYTES_AT_PEAK, "bytes at the peak");
+	if (ropts.tables & TABLE_LEAKED)
+		text_leaks(f, e);
+	if (ropts.tables & TABLE_TOTAL)
+		text_site_table(f, e, TFA_SITEF_TOTAL_BYTES, "bytes allocated");
+	if (ropts.tables & TABLE_COUNT)
+		text_site_table(f, e, TFA_SITEF_NUM_ALLOCS, "allocations");
+	text_errors(f, e);
 }
 
 static void
-report_text(FILE *f, const struct report *r)
+report_text(FILE *f, struct report *r)
 {
 	uint64_t allocs = 0, leak_bytes = 0, leak_blocks = 0, errors = 0;
 
@@ -764,11 +1156,58 @@ report_usage_error(const char *fmt, ...)
 	return TFA_EXIT_USAGE;
 }
 
+static int
+report_parse_top(const char *v)
+{
+	char *end;
+
+	if (v[0] < '0' || v[0] > '9')
+		return -1;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n > SIZE_MAX)
+		return -1;
+	ropts.top = (size_t)n;
+	return 0;
+}
+
+static int
+report_parse_by(const char *v)
+{
+	static const struct {
+		const char *name;
+		unsigned table;
+	} names[] = { { "peak", TABLE_PEAK }, { "leaked", TABLE_LEAKED },
+		      { "total", TABLE_TOTAL }, { "count", TABLE_COUNT } };
+	unsigned tables = 0;
+
+	while (*v != '\0') {
+		size_t len = strcspn(v, ",");
+		bool known = false;
+
+		for (size_t i = 0; i < TFA_ARRAY_SIZE(names); i++) {
+			if (strlen(names[i].name) == len && strncmp(v, names[i].name, len) == 0) {
+				tables |= names[i].table;
+				known = true;
+			}
+		}
+		if (!known)
+			return -1;
+		v += len;
+		if (*v == ',' && *++v == '\0')
+			return -1;
+	}
+	if (tables == 0)
+		return -1;
+	ropts.tables = tables;
+	return 0;
+}
+
 int
 tfa_cmd_report(int argc, char **argv)
 {
 	enum report_format_e format = REPORT_TEXT;
-	const char *out_path = NULL, *fmt = NULL;
+	const char *out_path = NULL, *fmt = NULL, *top = NULL, *by = NULL;
 	struct report r;
 	char **paths;
 	size_t npaths = 0;
@@ -793,19 +1232,28 @@ tfa_cmd_report(int argc, char **argv)
 			free(paths);
 			return 0;
 		} else if (strcmp(a, "--format") == 0 || strcmp(a, "-o") == 0
-		           || strcmp(a, "--output") == 0) {
+		           || strcmp(a, "--output") == 0 || strcmp(a, "--top") == 0
+		           || strcmp(a, "--by") == 0) {
 			if (i + 1 >= argc) {
 				free(paths);
 				return report_usage_error("option %s needs a value", a);
 			}
 			if (strcmp(a, "--format") == 0)
 				fmt = argv[++i];
+			else if (strcmp(a, "--top") == 0)
+				top = argv[++i];
+			else if (strcmp(a, "--by") == 0)
+				by = argv[++i];
 			else
 				out_path = argv[++i];
 		} else if (strncmp(a, "--format=", 9) == 0) {
 			fmt = a + 9;
 		} else if (strncmp(a, "--output=", 9) == 0) {
 			out_path = a + 9;
+		} else if (strncmp(a, "--top=", 6) == 0) {
+			top = a + 6;
+		} else if (strncmp(a, "--by=", 5) == 0) {
+			by = a + 5;
 		} else {
 			free(paths);
 			return report_usage_error("unknown option '%s'", a);
@@ -816,6 +1264,15 @@ tfa_cmd_report(int argc, char **argv)
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
 		return report_usage_error("unknown format '%s' (text or json)", fmt);
+	}
+	if (top != NULL && report_parse_top(top) < 0) {
+		free(paths);
+		return report_usage_error("--top '%s': not a count (0 for all)", top);
+	}
+	if (by != NULL && report_parse_by(by) < 0) {
+		free(paths);
+		return report_usage_error("--by '%s': a comma-separated list of peak, leaked, "
+		                          "total, count", by);
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);

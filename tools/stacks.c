@@ -3,9 +3,23 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static tfa_sym_module_t
+sym_module(const tfa_profile_module_t *m)
+{
+	return (tfa_sym_module_t){
+		.path = m->path,
+		.bias = m->bias,
+		.start = m->start,
+		.end = m->end,
+		.build_id = m->build_id,
+		.build_id_len = m->build_id_len,
+	};
+}
 
 tfa_symbolizer_t *
 tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size_t errlen)
@@ -17,20 +31,91 @@ tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: out of memory", p->path);
 		return NULL;
 	}
-	for (size_t i = 0; i < p->nmodules; i++) {
-		const tfa_profile_module_t *m = &p->modules[i];
-		mods[i] = (tfa_sym_module_t){
-			.path = m->path,
-			.bias = m->bias,
-			.start = m->start,
-			.end = m->end,
-			.build_id = m->build_id,
-			.build_id_len = m->build_id_len,
-		};
-	}
+	for (size_t i = 0; i < p->nmodules; i++)
+		mods[i] = sym_module(&p->modules[i]);
 	tfa_symbolizer_t *s = tfa_symbolizer_new(mods, p->nmodules, NULL, err, errlen);
 	free(mods);
 	return s;
+}
+
+struct tfa_profile_symbols_s {
+	const tfa_profile_t *p;
+	tfa_symbolizer_t *all;
+	bool *shadowed;          /* by module index: a later module overlaps it */
+	tfa_symbolizer_t **own;  /* by module index: the symbolizer of a shadowed module */
+	bool *own_failed;
+};
+
+/* The same object loaded again at the same place: one file, no shadow. */
+static bool
+same_module(const tfa_profile_module_t *a, const tfa_profile_module_t *b)
+{
+	return a->bias == b->bias && strcmp(a->path, b->path) == 0
+	       && a->build_id_len == b->build_id_len
+	       && (a->build_id_len == 0 || memcmp(a->build_id, b->build_id, a->build_id_len) == 0);
+}
+
+tfa_profile_symbols_t *
+tfa_profile_symbols_new(const tfa_profile_t *p, char *err, size_t errlen)
+{
+	tfa_profile_symbols_t *ps = calloc(1, sizeof(*ps));
+	size_t n = p->nmodules != 0 ? p->nmodules : 1;
+
+	if (ps == NULL || (ps->shadowed = calloc(n, sizeof(bool))) == NULL
+	    || (ps->own = calloc(n, sizeof(*ps->own))) == NULL
+	    || (ps->own_failed = calloc(n, sizeof(bool))) == NULL) {
+		tfa_profile_symbols_free(ps);
+		if (errlen > 0)
+			snprintf(err, errlen, "%s: out of memory", p->path);
+		return NULL;
+	}
+	ps->p = p;
+	for (size_t i = 0; i < p->nmodules; i++) {
+		const tfa_profile_module_t *a = &p->modules[i];
+		for (size_t j = i + 1; j < p->nmodules && !ps->shadowed[i]; j++) {
+			const tfa_profile_module_t *b = &p->modules[j];
+			ps->shadowed[i] = a->start < b->end && b->start < a->end && !same_module(a, b);
+		}
+	}
+	ps->all = tfa_profile_symbolizer(p, err, errlen);
+	if (ps->all == NULL) {
+		tfa_profile_symbols_free(ps);
+		return NULL;
+	}
+	return ps;
+}
+
+int
+tfa_profile_symbolize(tfa_profile_symbols_t *ps, uint32_t stack_id, uint64_t pc,
+                      const tfa_sym_frame_t **frames, size_t *nframes)
+{
+	const tfa_profile_module_t *m = tfa_profile_module_at(ps->p, stack_id, pc);
+	size_t i = m != NULL ? (size_t)(m - ps->p->modules) : 0;
+
+	if (m != NULL && ps->shadowed[i] && !ps->own_failed[i]) {
+		if (ps->own[i] == NULL) {
+			tfa_sym_module_t one = sym_module(m);
+			ps->own[i] = tfa_symbolizer_new(&one, 1, NULL, NULL, 0);
+			ps->own_failed[i] = ps->own[i] == NULL;
+		}
+		if (ps->own[i] != NULL)
+			return tfa_symbolize(ps->own[i], pc, frames, nframes);
+	}
+	return tfa_symbolize(ps->all, pc, frames, nframes);
+}
+
+void
+tfa_profile_symbols_free(tfa_profile_symbols_t *ps)
+{
+	if (ps == NULL)
+		return;
+	for (size_t i = 0; ps->own != NULL && ps->p != NULL && i < ps->p->nmodules; i++)
+		tfa_symbolizer_free(ps->own[i]);
+	tfa_symbolizer_free(ps->all);
+	free(ps->shadowed);
+	free(ps->own);
+	free(ps->own_failed);
+	free(ps);
 }
 
 const char *

@@ -15,13 +15,34 @@
 #include "tools/symbolize.h"
 
 /*
- * A symbolizer over p's module map (p->modules, in the order of discovery, so
- * that a module loaded where an unloaded one was wins for later stacks).
- * NULL with a one-line message in err when it cannot be made (out of memory,
- * libdwfl failed); a profile without modules gives a symbolizer that answers
- * every address with TFA_SYM_NO_MODULE.
+ * A symbolizer over p's module map (p->modules, in the order of discovery).
+ * When ranges overlap (a library unloaded and another loaded in its place),
+ * the module listed later wins: right for stacks recorded after the change
+ * only.  tfa_profile_symbols below is right for every stack.  NULL with a
+ * one-line message in err when it cannot be made (out of memory, libdwfl
+ * failed); a profile without modules gives a symbolizer that answers every
+ * address with TFA_SYM_NO_MODULE.
  */
 tfa_symbolizer_t *tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size_t errlen);
+
+/*
+ * The symbols of a profile's stacks: each address is resolved in the module
+ * that held it when its stack was recorded (the map's seen_at/gone_at
+ * stamps), also when a library was unloaded and another mapped at its
+ * addresses later.  One symbolizer serves every module that no later module
+ * shadows; a shadowed module gets one of its own, made on first use.  p must
+ * outlive it.
+ */
+typedef struct tfa_profile_symbols_s tfa_profile_symbols_t;
+
+tfa_profile_symbols_t *tfa_profile_symbols_new(const tfa_profile_t *p, char *err, size_t errlen);
+
+/* As tfa_symbolize (tools/symbolize.h), for return address pc of stack stack_id. */
+int tfa_profile_symbolize(tfa_profile_symbols_t *ps, uint32_t stack_id, uint64_t pc,
+                          const tfa_sym_frame_t **frames, size_t *nframes);
+
+/* NULL: no-op. */
+void tfa_profile_symbols_free(tfa_profile_symbols_t *ps);
 
 /*
  * One line's name for a frame: the function when known, else
