@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: MIT
+"""Call stacks in profiles and reports: the report names the allocating
+function, file and line of known sites, the breakdown of the peak by site sums
+to the peak, and code unloaded before the end is still named right.
+
+Cases:
+  sites          tp_sites (stacks by libunwind, the default): every site with
+                 its function, file and line, its exact figures; the peak's
+                 breakdown sums to the peak; the text report shows the same
+  sites_fp       the same with TFALLOC_STACKS=fp
+  none           TFALLOC_STACKS=none: no stacks, no sites, figures unchanged
+  sampled        TFALLOC_SAMPLE_BYTES=64K: figures of the devices stay exact,
+                 sites are marked estimated, the 256 KiB cache is found
+  depth          TFALLOC_STACK_DEPTH=2: no stack is longer than 2 frames
+  dlopen         tp_dlopen: leaks made by two libraries mapped one after the
+                 other at the same address, both dlclose'd, are named in the
+                 right one (dlib_a_make, dlib_b_make)
+  python3        a real interpreter: how many stacks reach main or a thread's
+                 start (printed; most must)
+"""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(os.path.dirname(HERE), "programs")
+
+
+def marker_line(source, marker):
+    with open(os.path.join(PROGRAMS, source)) as f:
+        for n, line in enumerate(f, 1):
+            if marker in line:
+                return n
+    raise T.Failure("%s: no %s marker" % (source, marker))
+
+
+# tp_sites: innermost function -> (caller, marker, num_allocs, total, at_peak, leaked)
+TP_SITES = {
+    "cache_alloc": ("build_cache", "SITE_CACHE", 64, 262144, 262144, 0),
+    "config_alloc": ("leak_config", "SITE_CONFIG", 1, 1000, 1000, 1000),
+    "token_alloc": ("parse_tokens", "SITE_TOKEN", 1000, 24000, 24, 0),
+    "node_alloc": ("leak_list", "SITE_NODE", 10, 480, 0, 480),
+}
+
+
+def functions(stack):
+    return [f.get("function") for f in stack]
+
+
+def site_of(proc, function):
+    found = [s for s in proc.get("sites", []) if s["stack"] and s["stack"][0].get("function") == function]
+    T.check(len(found) == 1, "expected one site whose innermost frame is %s, found %d: %s"
+            % (function, len(found), [functions(s["stack"])[:3] for s in proc.get("sites", [])]))
+    return found[0]
+
+
+def check_frame(frame, function, source, line, what):
+    T.check_eq(frame.get("function"), function, what + ": function")
+    T.check(str(frame.get("file", "")).endswith("/" + source),
+            "%s: file %r is not .../%s" % (what, frame.get("file"), source))
+    T.check_eq(frame.get("line"), line, what + ": line")
+    T.check(frame.get("module"), what + ": no module")
+    T.check(re.match(r"^0x[0-9a-f]+$", frame.get("address", "")), what + ": address")
+
+
+def run_sites(ctx, env=None, exact=True):
+    path = ctx.prog("tp_sites")
+    plain = ctx.run_plain([path])
+    T.check_eq(plain.returncode, 0, "tp_sites without the shim")
+    r, rep = ctx.run_and_report([path], what="tp_sites", env=env)
+    T.same_output(plain, r, "tp_sites")
+    proc = T.only_process(rep, "tp_sites")
+    T.check_exited(proc, 0)
+    T.check_consistent(proc, allocator=ctx.allocator or "jemalloc")
+    return r, proc
+
+
+def check_sites(ctx, proc, mode):
+    T.check_eq(proc["stacks"]["mode"], mode, "stacks mode")
+    dev = T.device(proc)
+    for fn, (caller, marker, n, total, at_peak, leaked) in TP_SITES.items():
+        s = site_of(proc, fn)
+        what = "site %s" % fn
+        check_frame(s["stack"][0], fn, "tp_sites.c", marker_line("tp_sites.c", marker), what)
+        names = functions(s["stack"])
+        T.check(len(names) >= 3 and names[1] == caller and names[2] == "main",
+                "%s: expected %s <- %s <- main, got %s" % (what, fn, caller, names))
+        T.check_eq(s["device"], "cpu", what + ": device")
+        T.check_eq(s["num_allocs"], n, what + ": num_allocs")
+        T.check_eq(s["total_bytes"], total, what + ": total_bytes")
+        T.check_eq(s["bytes_at_peak"], at_peak, what + ": bytes_at_peak")
+        T.check_eq(s["leaked_bytes"], leaked, what + ": leaked_bytes")
+        T.check_eq(s["bytes_in_use"], leaked, what + ": bytes_in_use")
+        T.check_eq(s["estimated"], False, what + ": estimated")
+    # The breakdown of the peak is exact: the sites sum to the device's peak
+    # (the C runtime's start-up allocations have their sites too).
+    T.check_eq(sum(s["bytes_at_peak"] for s in proc["sites"]), dev["peak_bytes_in_use"],
+               "sum of bytes_at_peak over the sites")
+    T.check_eq(sum(s["total_bytes"] for s in proc["sites"]), dev["total_bytes"],
+               "sum of total_bytes over the sites")
+    T.check_eq(sum(s["bytes_in_use"] for s in proc["sites"]), dev["bytes_in_use"],
+               "sum of bytes_in_use over the sites")
+    # Leaks carry the same stacks.
+    leaks = {tuple(functions(l["stack"])[:1]): l for l in proc["leaks"]}
+    for fn, nbytes, blocks in (("config_alloc", 1000, 1), ("node_alloc", 480, 10)):
+        l = leaks.get((fn,))
+        T.check(l is not None, "no leak entry whose stack starts in %s: %s"
+                % (fn, [functions(x["stack"])[:3] for x in proc["leaks"]]))
+        T.check_eq((l["bytes"], l["blocks"]), (nbytes, blocks), "leak of %s: bytes, blocks" % fn)
+        check_frame(l["stack"][0], fn, "tp_sites.c",
+                    marker_line("tp_sites.c", TP_SITES[fn][1]), "leak of " + fn)
+
+
+def check_text(ctx, outdir):
+    r = ctx._run([ctx.tool, "report", "--by", "peak,leaked", outdir], ctx.env(), None, 60, "report")
+    T.check_eq(r.returncode, 0, "tfalloc report (text)")
+    text = r.out
+    for fn, marker in (("cache_alloc", "SITE_CACHE"), ("config_alloc", "SITE_CONFIG")):
+        pat = r"#0 0x[0-9a-f]+ in %s \S*/tp_sites\.c:%d\n" % (fn, marker_line("tp_sites.c", marker))
+        T.check(re.search(pat, text), "text report: no frame matching %r\n%s" % (pat, text[:3000]))
+    T.check(re.search(r"256\.0 KiB \(262144 bytes\) at the peak \(99\.6%\), 64 allocations", text),
+            "text report: the cache's line in the peak table\n" + text[:3000])
+    T.check("sites by bytes allocated" not in text, "--by peak,leaked printed the total table")
+    T.check("__libc_start_main" not in text, "text report shows frames below main")
+
+
+def case_sites(ctx):
+    r, proc = run_sites(ctx)
+    check_sites(ctx, proc, "unwind")
+    check_text(ctx, r.outdir)
+
+
+def case_sites_fp(ctx):
+    _, proc = run_sites(ctx, env={"TFALLOC_STACKS": "fp"})
+    check_sites(ctx, proc, "fp")
+
+
+def case_none(ctx):
+    _, proc = run_sites(ctx, env={"TFALLOC_STACKS": "none"})
+    T.check_eq(proc["stacks"]["mode"], "none", "stacks mode")
+    T.check_eq(proc["sites"], [], "sites without stacks")
+    T.check(all(l["stack"] == [] for l in proc["leaks"]), "leaks have stacks without stacks")
+    T.check_eq(T.leak_totals(proc)[0] >= 1480, True, "leaked bytes")
+
+
+def case_sampled(ctx):
+    r, proc = run_sites(ctx, env={"TFALLOC_SAMPLE_BYTES": "64K"})
+    dev = T.device(proc)
+    base = ctx.baseline("tp_sites", env={"TFALLOC_SAMPLE_BYTES": "64K"})
+    T.check_ledger(proc, base, T.parse_ledger(r))
+    T.check_eq(proc["stacks"]["sample_bytes"], 65536, "sample_bytes")
+    T.check(all(s["estimated"] for s in proc["sites"]), "sampled sites not marked estimated")
+    # 256 KiB of 4 KiB blocks: about 4 samples expected; the chance of none is e^-4 ~ 2%
+    # per run.  The estimate scales what was sampled.
+    cache = [s for s in proc["sites"] if functions(s["stack"])[:1] == ["cache_alloc"]]
+    sampled_allocs = sum(s["num_allocs"] for s in proc["sites"])
+    T.check(sampled_allocs <= 3 * dev["num_allocs"], "estimated allocations far above the real count")
+    if cache:
+        T.check_eq(cache[0]["stack"][1]["function"], "build_cache", "sampled cache site's caller")
+
+
+def case_depth(ctx):
+    _, proc = run_sites(ctx, env={"TFALLOC_STACK_DEPTH": "2"})
+    T.check_eq(proc["stacks"]["depth"], 2, "stack depth")
+    for s in proc["sites"]:
+        real = [f for f in s["stack"] if not f.get("inlined")]
+        T.check(len(real) <= 2, "a stack of %d frames with depth 2: %s" % (len(real), functions(s["stack"])))
+    site_of(proc, "cache_alloc")
+
+
+def case_dlopen(ctx):
+    path = ctx.prog("tp_dlopen")
+    plain = ctx.run_plain([path, "loop", "5"])
+    T.check_eq(plain.returncode, 0, "tp_dlopen without the shim")
+    r, rep = ctx.run_and_report([path, "loop", "5"], what="tp_dlopen")
+    proc = T.only_process(rep, "tp_dlopen")
+    T.check_exited(proc, 0)
+    line = marker_line("tp_dlib.c", "SITE_DLIB")
+    by_size = {}
+    for l in proc["leaks"]:
+        by_size.setdefault(l["bytes"], []).append(l)
+    for nbytes, fn in ((3000, "dlib_a_make"), (5000, "dlib_b_make")):
+        ls = by_size.get(nbytes, [])
+        T.check(len(ls) == 1, "leaks of %d bytes: %d entries" % (nbytes, len(ls)))
+        check_frame(ls[0]["stack"][0], fn, "tp_dlib.c", line, "leak of %d bytes" % nbytes)
+        T.check(ls[0]["stack"][0]["module"].endswith("libtp_dlib_%s.so" % fn[5]),
+                "leak of %d bytes: module %s" % (nbytes, ls[0]["stack"][0]["module"]))
+    loops = [l for l in proc["leaks"] if l["bytes"] == 100 * l["blocks"]
+             and functions(l["stack"])[:1] == ["dlib_a_make"]]
+    T.check_eq(sum(l["blocks"] for l in loops), 5, "blocks of 100 bytes leaked in dlib_a_make")
+
+
+def case_python3(ctx):
+    script = "import threading\n" \
+             "def work():\n    return [str(i) * 3 for i in range(20000)]\n" \
+             "ts = [threading.Thread(target=work) for _ in range(2)]\n" \
+             "[t.start() for t in ts]\n[t.join() for t in ts]\nprint(len(work()))\n"
+    argv = ["/usr/bin/python3", "-c", script]
+    plain = ctx.run_plain(argv)
+    r, rep = ctx.run_and_report(argv, what="python3", env={"PYTHONMALLOC": "malloc"})
+    T.same_output(plain, r, "python3")
+    proc = T.only_process(rep, "python3")
+    allocs = complete = 0
+    for s in proc["sites"]:
+        names = functions(s["stack"])
+        allocs += s["num_allocs"]
+        if "main" in names or "start_thread" in names or "clone3" in names or "_start" in names:
+            complete += s["num_allocs"]
+    share = complete / max(allocs, 1)
+    print("python3: %d of %d allocations (%.1f%%) have a stack that reaches main or a "
+          "thread's start; %d distinct stacks" % (complete, allocs, 100 * share, len(proc["sites"])))
+    T.check_ge(share, 0.9, "share of complete stacks")
+
+
+T.main({
+    "sites": case_sites,
+    "sites_fp": case_sites_fp,
+    "none": case_none,
+    "sampled": case_sampled,
+    "depth": case_depth,
+    "dlopen": case_dlopen,
+    "python3": case_python3,
+})
