@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "tools/json.h"
 
+#include "core/common.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,21 @@ tfa_json_init(tfa_json_t *j, FILE *f)
 	j->f = f;
 }
 
+static bool
+json_compact(const tfa_json_t *j)
+{
+	return j->compact_from != 0 && j->depth > j->compact_from;
+}
+
 static void
 json_indent(tfa_json_t *j)
 {
-	fputc('\n', j->f);
-	for (int i = 0; i < j->depth; i++)
-		fputs("  ", j->f);
+	static const char spaces[] = "                                                                ";
+
+	if (json_compact(j))
+		return;
+	fputc_unlocked('\n', j->f);
+	fwrite_unlocked(spaces, 1, TFA_MIN((size_t)j->depth * 2, sizeof(spaces) - 1), j->f);
 }
 
 /* Separator and indentation before a value (or a key) at the current level. */
@@ -31,7 +42,7 @@ json_before_item(tfa_json_t *j)
 	if (j->depth == 0)
 		return;
 	if (j->has_items[j->depth - 1])
-		fputc(',', j->f);
+		fputs_unlocked(json_compact(j) ? ", " : ",", j->f);
 	j->has_items[j->depth - 1] = true;
 	json_indent(j);
 }
@@ -55,9 +66,12 @@ json_close(tfa_json_t *j, char c)
 	if (j->depth == 0)
 		abort(); /* a bug of the caller: nothing to close */
 	items = j->has_items[j->depth - 1];
+	bool compact = json_compact(j);
 	j->depth--;
-	if (items)
+	if (items && !compact)
 		json_indent(j);
+	if (j->compact_from != 0 && j->depth <= j->compact_from)
+		j->compact_from = 0;
 	fputc(c, j->f);
 	if (j->depth == 0)
 		fputc('\n', j->f);
@@ -67,6 +81,14 @@ void
 tfa_json_begin_object(tfa_json_t *j)
 {
 	json_open(j, '{');
+}
+
+void
+tfa_json_begin_compact_object(tfa_json_t *j)
+{
+	json_open(j, '{');
+	if (j->compact_from == 0)
+		j->compact_from = j->depth - 1;
 }
 
 void
@@ -129,44 +151,59 @@ tfa_utf8_sequence(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* Bytes that go into a JSON string as they are: printable ASCII but '"' and '\\'. */
+static bool
+json_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 void
 tfa_json_write_string(FILE *f, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0;
 
-	fputc('"', f);
+	fputc_unlocked('"', f);
 	while (i < len) {
+		size_t run = i;
+		while (run < len && json_plain(p[run]))
+			run++;
+		if (run > i) {
+			fwrite_unlocked(p + i, 1, run - i, f);
+			i = run;
+			continue;
+		}
 		unsigned char c = p[i];
 		size_t n;
 
 		switch (c) {
 		case '"':
-			fputs("\\\"", f);
+			fputs_unlocked("\\\"", f);
 			i++;
 			continue;
 		case '\\':
-			fputs("\\\\", f);
+			fputs_unlocked("\\\\", f);
 			i++;
 			continue;
 		case '\n':
-			fputs("\\n", f);
+			fputs_unlocked("\\n", f);
 			i++;
 			continue;
 		case '\r':
-			fputs("\\r", f);
+			fputs_unlocked("\\r", f);
 			i++;
 			continue;
 		case '\t':
-			fputs("\\t", f);
+			fputs_unlocked("\\t", f);
 			i++;
 			continue;
 		case '\b':
-			fputs("\\b", f);
+			fputs_unlocked("\\b", f);
 			i++;
 			continue;
 		case '\f':
-			fputs("\\f", f);
+			fputs_unlocked("\\f", f);
 			i++;
 			continue;
 		default:
@@ -179,14 +216,14 @@ tfa_json_write_string(FILE *f, const char *s, size_t len)
 		}
 		n = tfa_utf8_sequence(p + i, len - i);
 		if (n == 0) {
-			fputs("\\ufffd", f);
+			fputs_unlocked("\\ufffd", f);
 			i++;
 			continue;
 		}
-		fwrite(p + i, 1, n, f);
+		fwrite_unlocked(p + i, 1, n, f);
 		i += n;
 	}
-	fputc('"', f);
+	fputc_unlocked('"', f);
 }
 
 void

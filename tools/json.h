@@ -24,11 +24,14 @@ typedef struct tfa_json_s {
 	int depth;
 	bool has_items[TFA_JSON_MAX_DEPTH]; /* per open level: a value was written */
 	bool after_key;                     /* the next value completes a key: value pair */
+	int compact_from; /* levels deeper than this are written on one line; 0: none */
 } tfa_json_t;
 
 void tfa_json_init(tfa_json_t *j, FILE *f);
 
 void tfa_json_begin_object(tfa_json_t *j);
+/* An object written on one line, with everything in it (stack frames: many small objects). */
+void tfa_json_begin_compact_object(tfa_json_t *j);
 void tfa_json_end_object(tfa_json_t *j);
 void tfa_json_begin_array(tfa_json_t *j);
 void tfa_json_end_array(tfa_json_t *j);

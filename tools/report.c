@@ -51,6 +51,9 @@ enum report_table_e {
 
 #define REPORT_TOP_DEFAULT 10
 
+/* Every profile of the report shares one cache: a library's symbols are read once. */
+static tfa_sym_cache_t *report_sym_cache;
+
 static struct {
 	size_t top;      /* rows per table; 0: all */
 	unsigned tables; /* enum report_table_e */
@@ -249,6 +252,8 @@ report_free(struct report *r)
 		tfa_profile_free(&r->entries[i].prof);
 		free(r->entries[i].file);
 	}
+	tfa_sym_cache_free(report_sym_cache);
+	report_sym_cache = NULL;
 	for (size_t i = 0; i < r->nfailures; i++)
 		free(r->failures[i]);
 	free(r->entries);
@@ -322,7 +327,9 @@ entry_symbolizer(struct report_entry *e)
 	e->sym_tried = true;
 	if (e->prof.nstacks == 0)
 		return NULL;
-	e->sym = tfa_profile_symbols_new(&e->prof, err, sizeof(err));
+	if (report_sym_cache == NULL)
+		report_sym_cache = tfa_sym_cache_new();
+	e->sym = tfa_profile_symbols_new(&e->prof, report_sym_cache, err, sizeof(err));
 	if (e->sym == NULL)
 		fprintf(stderr, "tfalloc: report: %s: stacks shown as module offsets: %s\n", e->file,
 		        err);
@@ -424,7 +431,7 @@ json_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 	char buf[32];
 
 	(void)index;
-	tfa_json_begin_object(j);
+	tfa_json_begin_compact_object(j);
 	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->pc);
 	tfa_json_kv_string(j, "address", buf);
 	tfa_json_kv_string(j, "function", fr->function);

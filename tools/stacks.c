@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tools/stacks.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -38,50 +39,113 @@ tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size_t errlen)
 	return s;
 }
 
-struct tfa_profile_symbols_s {
-	const tfa_profile_t *p;
-	tfa_symbolizer_t *all;
-	bool *shadowed;          /* by module index: a later module overlaps it */
-	tfa_symbolizer_t **own;  /* by module index: the symbolizer of a shadowed module */
-	bool *own_failed;
+/*
+ * One module file, symbolized once for every profile that mapped it: the
+ * answers do not depend on where a process had it, only on the offset.
+ */
+struct sym_cache_entry {
+	char *path;
+	uint8_t *build_id;
+	uint32_t build_id_len;
+	uint64_t bias; /* where the symbolizer has it: the first profile's bias */
+	uint64_t size; /* of the mapped range */
+	tfa_symbolizer_t *sym; /* NULL: it could not be made */
 };
 
-/* The same object loaded again at the same place: one file, no shadow. */
-static bool
-same_module(const tfa_profile_module_t *a, const tfa_profile_module_t *b)
+struct tfa_sym_cache_s {
+	struct sym_cache_entry *entries;
+	size_t n, cap;
+};
+
+tfa_sym_cache_t *
+tfa_sym_cache_new(void)
 {
-	return a->bias == b->bias && strcmp(a->path, b->path) == 0
-	       && a->build_id_len == b->build_id_len
-	       && (a->build_id_len == 0 || memcmp(a->build_id, b->build_id, a->build_id_len) == 0);
+	return calloc(1, sizeof(tfa_sym_cache_t));
 }
 
+void
+tfa_sym_cache_free(tfa_sym_cache_t *c)
+{
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		tfa_symbolizer_free(c->entries[i].sym);
+		free(c->entries[i].path);
+		free(c->entries[i].build_id);
+	}
+	free(c->entries);
+	free(c);
+}
+
+/*
+ * The entry of m's file: same path and build id (a file without one is
+ * matched by path and mapped size, which a rebuild seldom keeps).  NULL when
+ * memory ran out.
+ */
+static struct sym_cache_entry *
+sym_cache_get(tfa_sym_cache_t *c, const tfa_profile_module_t *m)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		struct sym_cache_entry *e = &c->entries[i];
+		if (e->build_id_len == m->build_id_len && strcmp(e->path, m->path) == 0
+		    && (m->build_id_len == 0 ? e->size == m->end - m->start
+		                             : memcmp(e->build_id, m->build_id, m->build_id_len) == 0))
+			return e;
+	}
+	if (c->n == c->cap) {
+		size_t ncap = c->cap == 0 ? 16 : c->cap * 2;
+		void *arr = realloc(c->entries, ncap * sizeof(*c->entries));
+		if (arr == NULL)
+			return NULL;
+		c->entries = arr;
+		c->cap = ncap;
+	}
+	struct sym_cache_entry *e = &c->entries[c->n];
+	memset(e, 0, sizeof(*e));
+	e->path = strdup(m->path);
+	e->build_id = m->build_id_len != 0 ? malloc(m->build_id_len) : NULL;
+	if (e->path == NULL || (m->build_id_len != 0 && e->build_id == NULL)) {
+		free(e->path);
+		free(e->build_id);
+		return NULL;
+	}
+	if (m->build_id_len != 0)
+		memcpy(e->build_id, m->build_id, m->build_id_len);
+	e->build_id_len = m->build_id_len;
+	e->bias = m->bias;
+	e->size = m->end - m->start;
+	tfa_sym_module_t one = sym_module(m);
+	e->sym = tfa_symbolizer_new(&one, 1, NULL, NULL, 0);
+	c->n++;
+	return e;
+}
+
+struct tfa_profile_symbols_s {
+	const tfa_profile_t *p;
+	tfa_sym_cache_t *cache;
+	bool own_cache;
+	tfa_sym_frame_t *buf; /* frames moved to this profile's addresses */
+	size_t buf_cap;
+	tfa_sym_frame_t raw;  /* an address no module or file explains */
+};
+
 tfa_profile_symbols_t *
-tfa_profile_symbols_new(const tfa_profile_t *p, char *err, size_t errlen)
+tfa_profile_symbols_new(const tfa_profile_t *p, tfa_sym_cache_t *cache, char *err, size_t errlen)
 {
 	tfa_profile_symbols_t *ps = calloc(1, sizeof(*ps));
-	size_t n = p->nmodules != 0 ? p->nmodules : 1;
 
-	if (ps == NULL || (ps->shadowed = calloc(n, sizeof(bool))) == NULL
-	    || (ps->own = calloc(n, sizeof(*ps->own))) == NULL
-	    || (ps->own_failed = calloc(n, sizeof(bool))) == NULL) {
-		tfa_profile_symbols_free(ps);
+	if (ps != NULL && cache == NULL) {
+		cache = tfa_sym_cache_new();
+		ps->own_cache = true;
+	}
+	if (ps == NULL || cache == NULL) {
+		free(ps);
 		if (errlen > 0)
 			snprintf(err, errlen, "%s: out of memory", p->path);
 		return NULL;
 	}
 	ps->p = p;
-	for (size_t i = 0; i < p->nmodules; i++) {
-		const tfa_profile_module_t *a = &p->modules[i];
-		for (size_t j = i + 1; j < p->nmodules && !ps->shadowed[i]; j++) {
-			const tfa_profile_module_t *b = &p->modules[j];
-			ps->shadowed[i] = a->start < b->end && b->start < a->end && !same_module(a, b);
-		}
-	}
-	ps->all = tfa_profile_symbolizer(p, err, errlen);
-	if (ps->all == NULL) {
-		tfa_profile_symbols_free(ps);
-		return NULL;
-	}
+	ps->cache = cache;
 	return ps;
 }
 
@@ -90,18 +154,41 @@ tfa_profile_symbolize(tfa_profile_symbols_t *ps, uint32_t stack_id, uint64_t pc,
                       const tfa_sym_frame_t **frames, size_t *nframes)
 {
 	const tfa_profile_module_t *m = tfa_profile_module_at(ps->p, stack_id, pc);
-	size_t i = m != NULL ? (size_t)(m - ps->p->modules) : 0;
+	struct sym_cache_entry *e = m != NULL ? sym_cache_get(ps->cache, m) : NULL;
+	const tfa_sym_frame_t *got;
+	size_t n;
 
-	if (m != NULL && ps->shadowed[i] && !ps->own_failed[i]) {
-		if (ps->own[i] == NULL) {
-			tfa_sym_module_t one = sym_module(m);
-			ps->own[i] = tfa_symbolizer_new(&one, 1, NULL, NULL, 0);
-			ps->own_failed[i] = ps->own[i] == NULL;
+	if (e == NULL || e->sym == NULL) {
+		ps->raw = (tfa_sym_frame_t){ .pc = pc, .flags = TFA_SYM_NO_MODULE };
+		if (m != NULL) {
+			ps->raw.module = m->path;
+			ps->raw.module_offset = pc - m->bias;
+			ps->raw.flags = TFA_SYM_NO_FILE;
 		}
-		if (ps->own[i] != NULL)
-			return tfa_symbolize(ps->own[i], pc, frames, nframes);
+		*frames = &ps->raw;
+		*nframes = 1;
+		return 0;
 	}
-	return tfa_symbolize(ps->all, pc, frames, nframes);
+	int r = tfa_symbolize(e->sym, pc - m->bias + e->bias, &got, &n);
+	if (r != 0 || e->bias == m->bias) {
+		*frames = got;
+		*nframes = n;
+		return r;
+	}
+	if (n > ps->buf_cap) {
+		void *arr = realloc(ps->buf, n * sizeof(*ps->buf));
+		if (arr == NULL)
+			return -ENOMEM;
+		ps->buf = arr;
+		ps->buf_cap = n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ps->buf[i] = got[i];
+		ps->buf[i].pc = pc;
+	}
+	*frames = ps->buf;
+	*nframes = n;
+	return 0;
 }
 
 void
@@ -109,36 +196,10 @@ tfa_profile_symbols_free(tfa_profile_symbols_t *ps)
 {
 	if (ps == NULL)
 		return;
-	for (size_t i = 0; ps->own != NULL && ps->p != NULL && i < ps->p->nmodules; i++)
-		tfa_symbolizer_free(ps->own[i]);
-	tfa_symbolizer_free(ps->all);
-	free(ps->shadowed);
-	free(ps->own);
-	free(ps->own_failed);
+	if (ps->own_cache)
+		tfa_sym_cache_free(ps->cache);
+	free(ps->buf);
 	free(ps);
-}
-
-const char *
-tfa_base_name(const char *path)
-{
-	if (path == NULL)
-		return "";
-	const char *slash = strrchr(path, '/');
-	return slash != NULL ? slash + 1 : path;
-}
-
-const char *
-tfa_frame_name(const tfa_sym_frame_t *f, char *buf, size_t size)
-{
-	if (size == 0)
-		return buf;
-	if (f->function != NULL)
-		snprintf(buf, size, "%s", f->function);
-	else if (f->module != NULL && f->module[0] != '\0')
-		snprintf(buf, size, "%s+0x%" PRIx64, tfa_base_name(f->module), f->module_offset);
-	else
-		snprintf(buf, size, "0x%" PRIx64, f->pc);
-	return buf;
 }
 
 /* 1 / the probability that an allocation of mean size `mean` was sampled. */
@@ -172,4 +233,27 @@ tfa_site_estimate(const tfa_profile_t *p, const tfa_profile_site_t *site,
 	out[TFA_SITEF_BYTES_AT_PEAK] *= all;
 	out[TFA_SITEF_BYTES_IN_USE] *= live;
 	out[TFA_SITEF_BLOCKS_IN_USE] *= live;
+}
+
+const char *
+tfa_base_name(const char *path)
+{
+	if (path == NULL)
+		return "";
+	const char *slash = strrchr(path, '/');
+	return slash != NULL ? slash + 1 : path;
+}
+
+const char *
+tfa_frame_name(const tfa_sym_frame_t *f, char *buf, size_t size)
+{
+	if (size == 0)
+		return buf;
+	if (f->function != NULL)
+		snprintf(buf, size, "%s", f->function);
+	else if (f->module != NULL && f->module[0] != '\0')
+		snprintf(buf, size, "%s+0x%" PRIx64, tfa_base_name(f->module), f->module_offset);
+	else
+		snprintf(buf, size, "0x%" PRIx64, f->pc);
+	return buf;
 }

@@ -26,18 +26,32 @@
 tfa_symbolizer_t *tfa_profile_symbolizer(const tfa_profile_t *p, char *err, size_t errlen);
 
 /*
+ * Symbolizers by module file, shared by the profiles of one report: each file
+ * (path and build id) is opened and its debug information read once, however
+ * many processes mapped it and wherever they had it.
+ */
+typedef struct tfa_sym_cache_s tfa_sym_cache_t;
+
+tfa_sym_cache_t *tfa_sym_cache_new(void); /* NULL: out of memory */
+void tfa_sym_cache_free(tfa_sym_cache_t *c); /* NULL: no-op */
+
+/*
  * The symbols of a profile's stacks: each address is resolved in the module
  * that held it when its stack was recorded (the map's seen_at/gone_at
  * stamps), also when a library was unloaded and another mapped at its
- * addresses later.  One symbolizer serves every module that no later module
- * shadows; a shadowed module gets one of its own, made on first use.  p must
- * outlive it.
+ * addresses later.  cache: shared with other profiles (NULL: one of its
+ * own).  p and cache must outlive it.  NULL when memory ran out (message in
+ * err).
  */
 typedef struct tfa_profile_symbols_s tfa_profile_symbols_t;
 
-tfa_profile_symbols_t *tfa_profile_symbols_new(const tfa_profile_t *p, char *err, size_t errlen);
+tfa_profile_symbols_t *tfa_profile_symbols_new(const tfa_profile_t *p, tfa_sym_cache_t *cache,
+                                               char *err, size_t errlen);
 
-/* As tfa_symbolize (tools/symbolize.h), for return address pc of stack stack_id. */
+/*
+ * As tfa_symbolize (tools/symbolize.h), for return address pc of stack
+ * stack_id.  The frames are valid until the next call.
+ */
 int tfa_profile_symbolize(tfa_profile_symbols_t *ps, uint32_t stack_id, uint64_t pc,
                           const tfa_sym_frame_t **frames, size_t *nframes);
 

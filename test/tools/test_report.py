@@ -93,7 +93,7 @@ def sample_text(path):
     largest block:   1.0 MiB (1048576 bytes)
     limit:           none
     shim overhead:   2.0 MiB (2097152 bytes)
-  leaks: 1.5 KiB (1536 bytes) in 3 blocks
+  leaks: 1.5 KiB (1536 bytes) in 3 blocks, 2 groups by stack, largest first
     1.0 KiB (1024 bytes) in 2 blocks (unclassified, cpu, e.g. 0x5000)
       (no stack recorded)
     512 bytes in 1 block (unclassified, cpu, e.g. 0x6000)
@@ -147,12 +147,15 @@ def case_json_single():
         ],
         "errors": [
             {"kind": "double_free", "address": "0xdead", "count": 1, "detail": "freed twice",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
             {"kind": "invalid_free", "address": "0x1234", "count": 2, "detail": "",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
         ],
         "error_totals": {"double_free": 1, "invalid_free": 2, "mismatched_free": 0,
                          "not_recorded": 0},
+        # A profile without a CONFIG record (tfalloc before stacks): no stacks, no sites.
+        "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0},
+        "sites": [],
     }
     for k in want:
         eq(p.get(k), want[k], f"key {k}")
@@ -263,7 +266,7 @@ def case_several_text():
     largest block:   0 bytes
     limit:           none
     shim overhead:   0 bytes
-  leaks: 100 bytes in 1 block
+  leaks: 100 bytes in 1 block, 1 group by stack, largest first
     100 bytes in 1 block (unclassified, cpu, e.g. 0x10)
       (no stack recorded)
   errors: none
@@ -315,7 +318,7 @@ def case_snapshot_and_signal():
                  "  ended:      still running when this snapshot was written",
                  "  note:       a snapshot: the figures are those of the moment it was written",
                  "  note:       the shim ran out of memory and stopped recording: figures are partial",
-                 "  live at snapshot: 10 bytes in 1 block",
+                 "  live at snapshot: 10 bytes in 1 block, 1 group by stack, largest first",
                  "  ended:      killed by signal 11 (SIGSEGV)",
                  "  errors: 2 (2 double frees)",
                  "    (2 more not recorded)",
