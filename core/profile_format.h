@@ -80,6 +80,14 @@ enum tfa_prof_record_type_e {
 	 * sampled allocations only (a reader scales them).
 	 */
 	TFA_REC_SITE = 9,
+	/*
+	 * Memory over time (core/timeline.h), several records in order: u64
+	 * interval_ns (the least spacing of the points at the end), then points
+	 * up to the end of the payload: { u64 t_ns (since the series started,
+	 * when the shim did), u64 bytes_in_use, u64 allocated_bytes, u64
+	 * rss_bytes, u32 flags (enum tfa_timeline_flag_e: 1 the peak) }.
+	 */
+	TFA_REC_TIMELINE = 10,
 	/* u64 records before this one, u32 complete (1: written at the end of the process). */
 	TFA_REC_END = 15,
 };

@@ -52,6 +52,7 @@ struct parser {
 	size_t nstacks_cap;
 	size_t npcs_cap;
 	size_t nsites_cap;
+	size_t ntimeline_cap;
 };
 
 /* One record's payload, read front to back. */
@@ -427,6 +428,39 @@ parse_stacks(struct record *r)
 	return 0;
 }
 
+#define TIMELINE_POINT_SIZE 36u
+
+static int
+parse_timeline(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+
+	if (read_u64(r, "interval", &p->timeline_interval_ns) < 0)
+		return -1;
+	if (record_left(r) % TIMELINE_POINT_SIZE != 0)
+		return fail_at(ps, r->pos, "%s: %zu bytes of points, not a multiple of %u", r->what,
+		               record_left(r), TIMELINE_POINT_SIZE);
+	while (record_left(r) > 0) {
+		size_t at = r->pos;
+		tfa_profile_point_t *pt = grow(ps, p->timeline, p->ntimeline, &ps->ntimeline_cap,
+		                               sizeof(*pt));
+		if (pt == NULL)
+			return -1;
+		p->timeline = pt;
+		pt = &p->timeline[p->ntimeline];
+		if (read_u64(r, "t", &pt->t_ns) < 0 || read_u64(r, "bytes in use", &pt->bytes_in_use) < 0
+		    || read_u64(r, "allocated bytes", &pt->allocated_bytes) < 0
+		    || read_u64(r, "rss", &pt->rss_bytes) < 0 || read_u32(r, "flags", &pt->flags) < 0)
+			return -1;
+		if (p->ntimeline > 0 && pt->t_ns < p->timeline[p->ntimeline - 1].t_ns)
+			return fail_at(ps, at, "%s: a point at %" PRIu64 " ns after one at %" PRIu64 " ns",
+			               r->what, pt->t_ns, p->timeline[p->ntimeline - 1].t_ns);
+		p->ntimeline++;
+	}
+	return 0;
+}
+
 static int
 parse_site(struct record *r)
 {
@@ -596,6 +630,8 @@ record_name(uint32_t type)
 		return "stacks record";
 	case TFA_REC_SITE:
 		return "site record";
+	case TFA_REC_TIMELINE:
+		return "timeline record";
 	case TFA_REC_END:
 		return "end record";
 	default:
@@ -674,6 +710,9 @@ parse_records(struct parser *ps, size_t off)
 			break;
 		case TFA_REC_SITE:
 			rc = parse_site(&r);
+			break;
+		case TFA_REC_TIMELINE:
+			rc = parse_timeline(&r);
 			break;
 		case TFA_REC_END:
 			rc = parse_end(&r, off, nrecords);
@@ -810,6 +849,7 @@ tfa_profile_free(tfa_profile_t *p)
 	free(p->stacks);
 	free(p->pcs);
 	free(p->sites);
+	free(p->timeline);
 	strings_free(p->strings_);
 	memset(p, 0, sizeof(*p));
 }

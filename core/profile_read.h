@@ -71,6 +71,15 @@ typedef struct tfa_profile_stack_s {
 	size_t first;
 } tfa_profile_stack_t;
 
+/* One point of the TIMELINE records. */
+typedef struct tfa_profile_point_s {
+	uint64_t t_ns; /* since the process's series started */
+	uint64_t bytes_in_use;
+	uint64_t allocated_bytes;
+	uint64_t rss_bytes;
+	uint32_t flags; /* 1: the peak (its time known to one interval) */
+} tfa_profile_point_t;
+
 /* One SITE record. */
 typedef struct tfa_profile_site_s {
 	char *device;
@@ -125,6 +134,9 @@ typedef struct tfa_profile_s {
 	size_t npcs;
 	tfa_profile_site_t *sites;
 	size_t nsites;
+	tfa_profile_point_t *timeline; /* in time order */
+	size_t ntimeline;
+	uint64_t timeline_interval_ns;
 
 	/* END */
 	bool has_end;      /* always true after a successful parse */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h> /* rename */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,6 +28,7 @@
 #include "core/profile_write.h"
 #include "core/stack_table.h"
 #include "core/thread.h"
+#include "core/timeline.h"
 #include "core/tracking_allocator.h"
 #include "core/unwind.h"
 #include "registry/backends.h"
@@ -76,6 +78,21 @@ static struct {
 } proc;
 
 static bool take_final_write(void);
+
+/* ---- memory over time and periodic snapshots ------------------------------------------------ */
+
+/* The first points of the series are this far apart; the spacing doubles as the series fills. */
+#define TIMELINE_FIRST_INTERVAL_NS 10000000u /* 10 ms */
+/* Allocations of a thread between two looks at the clock. */
+#define TICK_EVERY 1024u
+
+static tfa_timeline_t timeline;
+static tfa_lock_t timeline_lock = TFA_LOCK_INIT;
+static uint64_t next_flush_ns; /* CLOCK_MONOTONIC; 0: no periodic snapshots */
+static TFA_TLS uint32_t tick_left;
+
+static void timeline_sample(uint64_t now, bool force);
+static TFA_COLD TFA_NOINLINE void shim_tick(void);
 
 /* ---- memory errors ----------------------------------------------------------------------- */
 
@@ -332,6 +349,8 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
 	}
 	shim_exit();
+	if (tfa_unlikely(tick_left-- == 0))
+		shim_tick();
 	return p;
 }
 
@@ -574,6 +593,11 @@ tfa_shim_init(void)
 									      : (int64_t)opts.limit);
 	capture_identity();
 	init_stacks();
+	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	timeline_sample(timeline.start_ns, true);
+	if (opts.profile && opts.flush_interval_ms != 0)
+		next_flush_ns = timeline.start_ns
+				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
 	if (opts.output[0] != '\0') {
 		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
 	} else if (getcwd(proc.outdir, sizeof(proc.outdir)) == NULL) {
@@ -680,7 +704,10 @@ sanitize(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
-/* Creates the profile file exclusively, never through a symlink.  Returns the fd or -errno. */
+/*
+ * Reserves the profile's name: creates it exclusively, never through a
+ * symlink, and keeps the name in profile_path.  Returns the fd or -errno.
+ */
 static int
 create_profile_file(void)
 {
@@ -771,6 +798,34 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, w);
 }
 
+#define TIMELINE_POINT_BYTES 36u
+
+/* The series, with a last point for the figures of this profile. */
+static void
+write_timeline_records(tfa_pw_t *w, const tfa_allocator_stats_t *st)
+{
+	tfa_lock(&timeline_lock);
+	if (timeline.start_ns != 0)
+		tfa_timeline_add(&timeline, tfa_monotonic_ns(), (uint64_t)st->bytes_in_use,
+				 (uint64_t)st->allocated_bytes_in_use, tfa_rss_bytes(),
+				 (uint64_t)st->peak_bytes_in_use,
+				 (uint64_t)st->peak_allocated_bytes_in_use, true);
+	for (size_t i = 0; i < timeline.n;) {
+		tfa_pw_begin(w, TFA_REC_TIMELINE);
+		tfa_pw_u64(w, timeline.interval_ns);
+		for (; i < timeline.n && tfa_pw_room(w) >= TIMELINE_POINT_BYTES; i++) {
+			const tfa_timeline_point_t *p = &timeline.pts[i];
+			tfa_pw_u64(w, p->t_ns);
+			tfa_pw_u64(w, p->bytes_in_use);
+			tfa_pw_u64(w, p->allocated_bytes);
+			tfa_pw_u64(w, p->rss_bytes);
+			tfa_pw_u32(w, p->flags);
+		}
+		tfa_pw_end(w);
+	}
+	tfa_unlock(&timeline_lock);
+}
+
 static void
 write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_allocator_stats_t *st,
 	      struct leak_walk *leaks)
@@ -779,7 +834,8 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_u32(w, (uint32_t)proc.pid);
 	tfa_pw_u32(w, (uint32_t)proc.ppid);
 	tfa_pw_u64(w, proc.start_ns);
-	tfa_pw_u64(w, end_reason == TFA_END_RUNNING ? 0 : now_ns());
+	/* A snapshot's end is when it was written: how much of the run it covers. */
+	tfa_pw_u64(w, now_ns());
 	tfa_pw_u32(w, end_reason);
 	tfa_pw_u32(w, (uint32_t)exit_code);
 	tfa_pw_u32(w, proc.flags | (cpu_tracker.degraded ? TFA_PROC_FLAG_DEGRADED : 0));
@@ -810,6 +866,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_end(w);
 
 	write_stack_records(w, end_reason, st);
+	write_timeline_records(w, st);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
 		const struct leak_group *g;
@@ -889,6 +946,52 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 		errors, where);
 }
 
+/* A periodic snapshot could not be written: said once, not at every interval. */
+static bool snapshot_failed;
+
+/*
+ * Writes the profile: the first time into the name create_profile_file
+ * reserves; then, and for every later snapshot, into NAME.tmp (created
+ * exclusively, never through a symlink) renamed over NAME, so the file under
+ * NAME is always a whole profile, the last one written.  Returns 0 or -errno.
+ */
+static int
+write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_stats_t *st,
+		   struct leak_walk *leaks)
+{
+	char tmp[sizeof(profile_path) + 8];
+	tfa_pw_t w;
+	int fd, err;
+
+	if (profile_path[0] == '\0') {
+		fd = create_profile_file();
+		if (fd < 0) {
+			profile_path[0] = '\0';
+			return fd;
+		}
+		close(fd);
+	}
+	tfa_snprintf(tmp, sizeof(tmp), "%s.tmp", profile_path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		/* Left by a write this process did not finish (it was killed in the middle). */
+		unlink(tmp);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	if (fd < 0)
+		return -errno;
+	tfa_pw_open(&w, fd, out_buf, sizeof(out_buf), rec_buf, sizeof(rec_buf));
+	write_records(&w, end_reason, exit_code, st, leaks);
+	err = tfa_pw_finish(&w, end_reason != TFA_END_RUNNING);
+	if (close(fd) != 0 && err == 0)
+		err = -errno;
+	if (err == 0 && rename(tmp, profile_path) != 0)
+		err = -errno;
+	if (err != 0)
+		unlink(tmp);
+	return err;
+}
+
 int
 tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 {
@@ -896,32 +999,31 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	struct leak_walk leaks = { .cap = (size_t)1 << LEAK_GROUPS_LG };
 	size_t groups_bytes = sizeof(struct leak_group) << LEAK_GROUPS_LG;
 	int err = 0;
-	tfa_pw_t w;
 
 	tfa_tls.in_shim++;
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
+	/* A snapshot that lost the race to the final profile must not replace it. */
+	if (end_reason == TFA_END_RUNNING && tfa_shim_state() != TFA_SHIM_READY) {
+		tfa_unlock(&profile_lock);
+		tfa_guard_exit();
+		tfa_tls.in_shim--;
+		return 0;
+	}
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leaks.groups = tfa_arena_map(groups_bytes);
 	if (leaks.groups != NULL)
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
 	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
 
-	if (opts.profile) {
-		int fd = create_profile_file();
-		if (fd < 0) {
-			err = fd;
-		} else {
-			tfa_pw_open(&w, fd, out_buf, sizeof(out_buf), rec_buf, sizeof(rec_buf));
-			write_records(&w, end_reason, exit_code, &st, &leaks);
-			err = tfa_pw_finish(&w, end_reason != TFA_END_RUNNING);
-			if (close(fd) != 0 && err == 0)
-				err = -errno;
-		}
-	}
-	/* After exec the new image speaks for the process. */
-	if ((!opts.quiet && end_reason != TFA_END_EXEC) || err != 0)
+	if (opts.profile)
+		err = write_profile_file(end_reason, exit_code, &st, &leaks);
+	/* After exec the new image speaks for the process; snapshots speak only of failures. */
+	if ((!opts.quiet && end_reason != TFA_END_EXEC && end_reason != TFA_END_RUNNING)
+	    || (err != 0 && !snapshot_failed))
 		print_summary(&st, &leaks, err);
+	if (err != 0 && end_reason == TFA_END_RUNNING)
+		snapshot_failed = true;
 	tfa_arena_unmap(leaks.groups, groups_bytes);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
@@ -1066,6 +1168,7 @@ void
 tfa_shim_prefork(void)
 {
 	tfa_lock(&profile_lock);
+	tfa_lock(&timeline_lock);
 	tfa_lock(&errors_lock);
 	tfa_stack_table_prefork(&tfa_process_stacks);
 	tfa_modules_prefork();
@@ -1086,6 +1189,7 @@ tfa_shim_postfork_parent(void)
 	tfa_modules_postfork_parent();
 	tfa_stack_table_postfork_parent(&tfa_process_stacks);
 	tfa_unlock(&errors_lock);
+	tfa_unlock(&timeline_lock);
 	tfa_unlock(&profile_lock);
 }
 
@@ -1105,8 +1209,71 @@ tfa_shim_postfork_child(void)
 	proc.pid = getpid();
 	proc.start_ns = now_ns();
 	proc.flags |= TFA_PROC_FLAG_FORKED;
+	/* Its own file, its own series. */
+	profile_path[0] = '\0';
+	snapshot_failed = false;
+	tfa_lock_init(&timeline_lock);
+	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	if (next_flush_ns != 0)
+		next_flush_ns = timeline.start_ns
+				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
 	/* The heap is inherited; the parent's memory errors are the parent's. */
 	nerror_rows = 0;
 	memset(error_totals, 0, sizeof(error_totals));
 	memset(errors_printed, 0, sizeof(errors_printed));
+}
+
+/* ---- memory over time and periodic snapshots ------------------------------------------------ */
+
+/* Adds a point for the figures now, unless another thread is at it. */
+static void
+timeline_sample(uint64_t now, bool force)
+{
+	tfa_allocator_stats_t st;
+
+	if (!tfa_trylock(&timeline_lock))
+		return;
+	if (force || tfa_timeline_due(&timeline, now)) {
+		tfa_tracking_allocator_publish_self(&cpu_tracker);
+		tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
+		tfa_timeline_add(&timeline, now, (uint64_t)st.bytes_in_use,
+				 (uint64_t)st.allocated_bytes_in_use, tfa_rss_bytes(),
+				 (uint64_t)st.peak_bytes_in_use, (uint64_t)st.peak_allocated_bytes_in_use,
+				 force);
+	}
+	tfa_unlock(&timeline_lock);
+}
+
+/*
+ * Every TICK_EVERY allocations of a thread, after the call is done (the
+ * thread holds nothing): a point of the series when one is due, and a
+ * snapshot of the profile when the flush interval has passed.  A fatal
+ * signal meanwhile waits (in_shim), so its profile never meets the series
+ * half changed.
+ */
+static void
+shim_tick(void)
+{
+	tick_left = TICK_EVERY - 1;
+	if (tfa_shim_state() != TFA_SHIM_READY || tfa_guard_active() || tfa_tls.in_shim != 0
+	    || tfa_tls.holds_all_locks)
+		return;
+	shim_enter();
+	tfa_guard_enter();
+	uint64_t now = tfa_monotonic_ns();
+	if (tfa_timeline_due(&timeline, now))
+		timeline_sample(now, false);
+	uint64_t due = __atomic_load_n(&next_flush_ns, __ATOMIC_RELAXED);
+	bool flush = false;
+	if (due != 0 && now >= due && getpid() == proc.pid) {
+		uint64_t next = now + TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
+		flush = __atomic_compare_exchange_n(&next_flush_ns, &due, next, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	}
+	tfa_guard_exit();
+	if (flush) {
+		int err = tfa_shim_write_profile(TFA_END_RUNNING, 0);
+		(void)err;
+	}
+	shim_exit();
 }

@@ -616,6 +616,23 @@ json_process(tfa_json_t *j, struct report_entry *e)
 
 	json_sites(j, e);
 
+	tfa_json_key(j, "timeline");
+	tfa_json_begin_array(j);
+	for (size_t i = 0; i < p->ntimeline; i++) {
+		const tfa_profile_point_t *pt = &p->timeline[i];
+
+		tfa_json_begin_compact_object(j);
+		report_seconds(num, sizeof(num), pt->t_ns);
+		tfa_json_key(j, "t");
+		tfa_json_number(j, num);
+		tfa_json_kv_u64(j, "bytes_in_use", pt->bytes_in_use);
+		tfa_json_kv_u64(j, "allocated_bytes", pt->allocated_bytes);
+		tfa_json_kv_u64(j, "rss_bytes", pt->rss_bytes);
+		tfa_json_kv_bool(j, "peak", (pt->flags & 1u) != 0);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+
 	tfa_json_end_object(j);
 }
 
@@ -730,7 +747,12 @@ text_ended(FILE *f, const tfa_profile_t *p)
 		fputs("replaced its image by exec\n", f);
 		break;
 	case TFA_END_RUNNING:
-		fputs("still running when this snapshot was written\n", f);
+		fputs("not seen: this is a snapshot, written while the process ran", f);
+		if (report_has_duration(p)) {
+			uint64_t ms = (p->end_ns - p->start_ns) / 1000000u;
+			fprintf(f, " (%" PRIu64 ".%03" PRIu64 " s after it started)", ms / 1000, ms % 1000);
+		}
+		fputs("; a process killed by SIGKILL leaves its last periodic snapshot\n", f);
 		break;
 	case TFA_END_UNKNOWN:
 		fputs("ended without telling how\n", f);
@@ -994,6 +1016,27 @@ text_site_table(FILE *f, struct report_entry *e, int key, const char *title)
 	free(rows);
 }
 
+/* "  timeline: 812 points over 3.210 s (every 10 ms or more); the peak at 1.520 s" */
+static void
+text_timeline(FILE *f, const tfa_profile_t *p)
+{
+	const tfa_profile_point_t *peak = NULL;
+
+	if (p->ntimeline == 0)
+		return;
+	for (size_t i = 0; i < p->ntimeline; i++)
+		if (peak == NULL || p->timeline[i].bytes_in_use > peak->bytes_in_use)
+			peak = &p->timeline[i];
+	uint64_t span = p->timeline[p->ntimeline - 1].t_ns;
+	fprintf(f, "  timeline:   %zu %s over %" PRIu64 ".%03" PRIu64 " s (every %" PRIu64
+	           " ms or more); the most in use, ",
+	        p->ntimeline, p->ntimeline == 1 ? "point" : "points", span / 1000000000u,
+	        span / 1000000u % 1000, p->timeline_interval_ns / 1000000u);
+	text_bytes(f, peak->bytes_in_use);
+	fprintf(f, ", at %" PRIu64 ".%03" PRIu64 " s\n", peak->t_ns / 1000000000u,
+	        peak->t_ns / 1000000u % 1000);
+}
+
 static void
 text_stacks_config(FILE *f, const tfa_profile_t *p)
 {
@@ -1099,6 +1142,7 @@ text_process(FILE *f, struct report_entry *e)
 	text_stacks_config(f, p);
 	for (size_t i = 0; i < p->ndevices; i++)
 		text_device(f, &p->devices[i]);
+	text_timeline(f, p);
 	if (ropts.tables & TABLE_PEAK)
 		text_site_table(f, e, TFA_SITEF_BYTES_AT_PEAK, "bytes at the peak");
 	if (ropts.tables & TABLE_LEAKED)

@@ -156,6 +156,7 @@ def case_json_single():
         # A profile without a CONFIG record (tfalloc before stacks): no stacks, no sites.
         "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0},
         "sites": [],
+        "timeline": [],
     }
     for k in want:
         eq(p.get(k), want[k], f"key {k}")
@@ -315,7 +316,8 @@ def case_snapshot_and_signal():
     eq(rc, 0, "text status")
     lines = out.split("\n")
     for want in ["  started:    2023-11-14 22:13:20 UTC",
-                 "  ended:      still running when this snapshot was written",
+                 "  ended:      not seen: this is a snapshot, written while the process ran; a process "
+                 "killed by SIGKILL leaves its last periodic snapshot",
                  "  note:       a snapshot: the figures are those of the moment it was written",
                  "  note:       the shim ran out of memory and stopped recording: figures are partial",
                  "  live at snapshot: 10 bytes in 1 block, 1 group by stack, largest first",
