@@ -23,6 +23,7 @@
 
 #include "core/common.h"
 #include "core/profile_read.h"
+#include "tools/html.h"
 #include "tools/json.h"
 #include "tools/stacks.h"
 
@@ -31,6 +32,7 @@
 enum report_format_e {
 	REPORT_TEXT,
 	REPORT_JSON,
+	REPORT_HTML, /* tools/html.c */
 };
 
 struct report_entry {
@@ -70,7 +72,7 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json] [--top N] [--by LIST] [-o FILE] PATH...\n"
+	fputs("usage: tfalloc report [--format text|json|html] [--top N] [--by LIST] [-o FILE] PATH...\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
 	      "file in it, ordered by pid, then start time.  Call stacks are symbolized\n"
@@ -78,7 +80,9 @@ tfa_report_usage(FILE *f)
 	      "debug information exists, else module+offset).\n"
 	      "\n"
 	      "Options:\n"
-	      "  --format text|json   text for people (the default), or JSON\n"
+	      "  --format text|json|html\n"
+	      "                       text for people (the default), JSON, or one\n"
+	      "                       self-contained HTML page (plots, flame graphs)\n"
 	      "  --top N              rows per table of the text (default 10; 0: all)\n"
 	      "  --by LIST            the text's tables of allocation sites, comma-separated:\n"
 	      "                       peak (bytes live at the peak), leaked (leaks by\n"
@@ -654,6 +658,19 @@ report_json(FILE *f, struct report *r)
 		tfa_json_string(&j, r->failures[i]);
 	tfa_json_end_array(&j);
 	tfa_json_end_object(&j);
+}
+
+/* The HTML page (tools/html.c); -1 when memory ran out. */
+static int
+report_html(FILE *f, struct report *r)
+{
+	tfa_html_t h;
+
+	tfa_html_begin(&h, f);
+	for (size_t i = 0; i < r->n; i++)
+		tfa_html_process(&h, &r->entries[i].prof, r->entries[i].file,
+		                 entry_symbolizer(&r->entries[i]));
+	return tfa_html_end(&h, r->failures, r->nfailures);
 }
 
 /* --------------------------------------------------------------------------
@@ -1312,9 +1329,11 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (fmt != NULL && strcmp(fmt, "json") == 0) {
 		format = REPORT_JSON;
+	} else if (fmt != NULL && strcmp(fmt, "html") == 0) {
+		format = REPORT_HTML;
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
-		return report_usage_error("unknown format '%s' (text or json)", fmt);
+		return report_usage_error("unknown format '%s' (text, json or html)", fmt);
 	}
 	if (top != NULL && report_parse_top(top) < 0) {
 		free(paths);
@@ -1353,6 +1372,8 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (format == REPORT_JSON)
 		report_json(out, &r);
+	else if (format == REPORT_HTML)
+		status |= report_html(out, &r) < 0;
 	else
 		report_text(out, &r);
 	if (fflush(out) != 0 || ferror(out)) {
