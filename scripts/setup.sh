@@ -19,6 +19,8 @@ packages=(
 	libunwind-dev libunwind8
 	# real programs the tests run under the shim
 	python3 sqlite3 coreutils xz-utils
+	# the HTML report's tests open the page in headless Chromium
+	chromium
 )
 
 missing=()
