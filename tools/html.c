@@ -669,7 +669,9 @@ tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable)
 			h->oom = true;
 		h->data = NULL;
 	} else {
-		fputs("{\"processes\": [], \"unreadable\": [\"out of memory\"]}\n", h->out);
+		fputs("{\"tfalloc_version\": \"" TFA_VERSION "\", \"processes\": [], "
+		      "\"unreadable\": [\"out of memory\"]}\n",
+		      h->out);
 	}
 	fputs("</script>\n<script>\n", h->out);
 	fputs(tfa_html_report_js, h->out);

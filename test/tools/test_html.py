@@ -322,6 +322,9 @@ def case_sites():
     eq(values.get("build_cache"), 262144, "build_cache")
     eq(values.get("cache_alloc"), 262144, "cache_alloc")
     eq(names[:2], ["all", "main"], "the root, then main, at the top")
+    labels = [g.find_all("text")[0].all_text() for g in peak_graph.find_all("g")
+              if g.attrs.get("data-name") in ("main", "cache_alloc")]
+    eq(labels, ["main", "cache_alloc"], "main and cache_alloc are labelled in their frames")
     for name in ("_start", "__libc_start_call_main", "__libc_start_main_impl"):
         check(name not in values, f"{name} (outside main) is not drawn")
     titles = {g.attrs["data-name"]: g.find_all("title")[0].all_text()

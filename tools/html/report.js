@@ -11,6 +11,7 @@
 // everything was drawn, else data-ok="0" and data-error with the message.
 // The location's hash takes options, '&'-separated:
 //   process=PID        show that process first
+//   zoom=NAME          zoom the peak's flame graph into the first frame NAME
 //   test-zoom=NAME     (for the tests) click the first frame NAME of the peak's
 //                      flame graph, then its root, and record what was drawn
 //                      each time in <div id="tfa-test">
@@ -24,7 +25,7 @@
     failed = true;
     statusEl.setAttribute('data-ok', '0');
     statusEl.setAttribute('data-error', msg);
-    statusEl.textContent = 'The report could not be drawn: ' + msg;
+    statusEl.textContent = 'The report\'s script failed: ' + msg;
     statusEl.hidden = false;
   }
 
@@ -302,7 +303,7 @@
   var SERIES = [
     { key: 'bytes_in_use', label: 'in use (requested bytes)', color: 'var(--in-use)' },
     { key: 'allocated_bytes', label: 'allocated (the allocator\'s blocks)', color: 'var(--allocated)' },
-    { key: 'rss_bytes', label: 'resident set (RSS)', color: 'var(--rss)' }
+    { key: 'rss_bytes', label: 'resident set (RSS, right axis)', color: 'var(--rss)' }
   ];
 
   // Ticks 0, s, 2s, ... up to at least max, s a 1-2-5 step of a binary unit.
@@ -360,18 +361,23 @@
     var p = this.p, tl = p.timeline, n = tl.t_ns.length, self = this;
     clear(this.holder);
     var W = Math.max(this.holder.clientWidth || this.box.clientWidth || 960, 420), H = 300;
-    var m = { l: 78, r: 24, t: 26, b: 42 };
+    // The heap's figures on the left axis; the resident set, often many times
+    // larger (code, libraries, the allocator's caches), on its own at the right.
+    var showRss = !this.hidden.rss_bytes;
+    var m = { l: 78, r: showRss ? 78 : 24, t: 26, b: 42 };
     var w = W - m.l - m.r, h = H - m.t - m.b;
     var tMax = Math.max(n ? tl.t_ns[n - 1] : 0, 1);
-    var yMax = 1;
-    SERIES.forEach(function (s) {
-      if (self.hidden[s.key]) return;
-      tl[s.key].forEach(function (v) { if (v > yMax) yMax = v; });
+    var yMax = 1, rMax = 1;
+    ['bytes_in_use', 'allocated_bytes'].forEach(function (k) {
+      if (!self.hidden[k]) tl[k].forEach(function (v) { if (v > yMax) yMax = v; });
     });
-    var yt = byteTicks(yMax), xt = timeTicks(tMax);
-    var yTop = yt.ticks[yt.ticks.length - 1];
+    tl.rss_bytes.forEach(function (v) { if (v > rMax) rMax = v; });
+    var yt = byteTicks(yMax), rt = byteTicks(rMax), xt = timeTicks(tMax);
+    var yTop = yt.ticks[yt.ticks.length - 1], rTop = rt.ticks[rt.ticks.length - 1];
     var X = function (t) { return m.l + w * t / tMax; };
     var Y = function (v) { return m.t + h - h * v / yTop; };
+    var R = function (v) { return m.t + h - h * v / rTop; };
+    var scaleOf = function (key) { return key === 'rss_bytes' ? R : Y; };
     var svg = sv('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: 'tfa-timeline',
       role: 'img', 'aria-label': 'memory over time' });
     var grid = sv('g', { 'class': 'grid' }), axis = sv('g', { 'class': 'axis' });
@@ -386,22 +392,33 @@
     });
     axis.appendChild(sv('line', { x1: m.l, x2: m.l + w, y1: m.t + h, y2: m.t + h }));
     axis.appendChild(sv('line', { x1: m.l, x2: m.l, y1: m.t, y2: m.t + h }));
+    if (showRss) {
+      var rx = m.l + w, raxis = sv('g', { 'class': 'axis rss', id: 'tfa-rss-axis' });
+      raxis.appendChild(sv('line', { x1: rx, x2: rx, y1: m.t, y2: m.t + h }));
+      rt.ticks.forEach(function (v) {
+        raxis.appendChild(sv('line', { x1: rx, x2: rx + 4, y1: R(v), y2: R(v) }));
+        raxis.appendChild(sv('text', { x: rx + 7, y: R(v) + 4, 'text-anchor': 'start', text: rt.label(v) }));
+      });
+      axis.appendChild(raxis);
+      svg.appendChild(sv('text', { 'class': 'title', x: W - 12, y: m.t + h / 2, 'text-anchor': 'middle',
+        transform: 'rotate(90 ' + (W - 12) + ' ' + (m.t + h / 2) + ')', text: 'resident set (RSS)' }));
+    }
     svg.appendChild(grid);
     svg.appendChild(axis);
     svg.appendChild(sv('text', { 'class': 'title', x: m.l + w / 2, y: H - 6, 'text-anchor': 'middle',
       text: 'time since the process started (' + xt.unit + ')' }));
     svg.appendChild(sv('text', { 'class': 'title', x: 14, y: m.t + h / 2, 'text-anchor': 'middle',
-      transform: 'rotate(-90 14 ' + (m.t + h / 2) + ')', text: 'memory (bytes, binary units)' }));
+      transform: 'rotate(-90 14 ' + (m.t + h / 2) + ')', text: 'heap: bytes in use and allocated' }));
 
     // Series, in the order rss (behind) to bytes in use (front): one point per timeline point.
     SERIES.slice().reverse().forEach(function (s) {
       if (self.hidden[s.key]) return;
-      var d = '';
+      var d = '', S = scaleOf(s.key);
       for (var i = 0; i < n; i++)
-        d += (i ? ' L' : 'M') + X(tl.t_ns[i]).toFixed(1) + ',' + Y(tl[s.key][i]).toFixed(1);
+        d += (i ? ' L' : 'M') + X(tl.t_ns[i]).toFixed(1) + ',' + S(tl[s.key][i]).toFixed(1);
       svg.appendChild(sv('path', { 'class': 'series ' + s.key, 'data-series': s.key, 'data-points': n, d: d || 'M0,0' }));
       if (n === 1)
-        svg.appendChild(sv('circle', { cx: X(tl.t_ns[0]), cy: Y(tl[s.key][0]), r: 3, fill: s.color }));
+        svg.appendChild(sv('circle', { cx: X(tl.t_ns[0]), cy: S(tl[s.key][0]), r: 3, fill: s.color }));
     });
 
     // The peak: the point flagged as the peak, else the most in use.
@@ -453,7 +470,7 @@
     }
     sec.appendChild(el('div', { 'class': 'note', text: plural(n, 'point', 'points') + ' over ' +
       duration(tl.t_ns[n - 1]) + ' (one every ' + duration(tl.interval_ns) +
-      ' or more, plus the peak and the end): requested bytes in use, the allocator\'s bytes for them, and the resident set of the process.' }));
+      ' or more, plus the peak and the end): requested bytes in use and the allocator\'s bytes for them (left axis), and the resident set of the process (right axis).' }));
     var panel = el('div', { 'class': 'panel' });
     sec.appendChild(panel);
     return new Plot(panel, p);
@@ -568,7 +585,7 @@
     box.appendChild(bar);
     this.holder = el('div', { 'class': 'flame', id: opts.id });
     box.appendChild(this.holder);
-    this.details = el('div', { 'class': 'details', text: 'Click a frame to zoom into it, the top bar to zoom out.' });
+    this.details = el('div', { 'class': 'details', text: 'Point at a frame for its figures; click it to zoom into it, click the top bar to zoom out.' });
     box.appendChild(this.details);
     this.draw();
   }
@@ -595,13 +612,13 @@
     var scale = W / z.value;
     var onPath = {};
     for (var a = z; a; a = a.parent) onPath[a.depth] = a;
-    var drawn = 0;
+    var deepest = z.depth;
 
     function frameEl(n, x, w, ancestor) {
       var g = sv('g', { 'class': 'frame' + (ancestor ? ' ancestor' : '') + (n.inlined ? ' inlined' : ''),
         'data-name': n.name, 'data-kind': n.kind, 'data-value': n.value });
       g.tfaNode = n;
-      g.appendChild(sv('title', { text: self.describe(n) + (n === root ? '\nclick to zoom out' : '\nclick to zoom') }));
+      g.appendChild(sv('title', { text: self.describe(n) + (n === root ? '\nclick to zoom out' : n === z ? '\nclick to zoom out a level' : '\nclick to zoom') }));
       g.appendChild(sv('rect', { x: x.toFixed(2), y: n.depth * ROW, width: Math.max(w, 0.5).toFixed(2),
         height: ROW - 1, rx: 1.5, fill: color(n, self.opts.palette), 'data-name': n.name }));
       var label = n === root ? n.name + ': ' + bytes(n.value) : n.name;
@@ -611,7 +628,7 @@
         g.appendChild(sv('text', { x: (x + 3).toFixed(2), y: n.depth * ROW + ROW - 5.5, text: label }));
       }
       svg.appendChild(g);
-      drawn++;
+      if (n.depth > deepest) deepest = n.depth;
     }
 
     // The zoomed frame's callers, full width.
@@ -623,9 +640,14 @@
       n.kids.forEach(walk);
     })(z);
 
+    // As tall as what is drawn: a zoomed frame's subtree may be shallower than the whole.
+    H = (deepest + 1) * ROW;
+    svg.setAttribute('height', H);
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     svg.addEventListener('click', function (ev) {
       var g = ev.target.closest ? ev.target.closest('g.frame') : null;
-      if (g && g.tfaNode) self.zoom(g.tfaNode === self.zoomed && g.tfaNode.parent ? self.root : g.tfaNode);
+      // A frame zooms into it; the zoomed frame itself zooms out a level; the root, all the way.
+      if (g && g.tfaNode) self.zoom(g.tfaNode === self.zoomed && g.tfaNode.parent ? g.tfaNode.parent : g.tfaNode);
     });
     svg.addEventListener('mouseover', function (ev) {
       var g = ev.target.closest ? ev.target.closest('g.frame') : null;
@@ -980,6 +1002,10 @@
       }, 150);
     });
 
+    if (opts.zoom !== undefined && rendered.peak) {
+      var z = rendered.peak.find(opts.zoom);
+      if (z) rendered.peak.zoom(z.tfaNode);
+    }
     if (opts['test-zoom'] !== undefined) selfTest(rendered, opts['test-zoom']);
   }
 
