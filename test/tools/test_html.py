@@ -419,12 +419,15 @@ def nasty_profile(pid):
         pg.process(pid=pid, ppid=1, command=NASTY_COMMAND, exe=NASTY_EXE, comm=NASTY_COMM),
         pg.device(num_allocs=3, num_frees=1, bytes_in_use=3000, peak_bytes_in_use=7000,
                   total_bytes=9000, largest_alloc_size=4000),
+        pg.device(name="cuda:0", allocator="cuda", num_allocs=1, peak_bytes_in_use=500,
+                  total_bytes=500),
         config(),
         module(lib, bias, bias, bias + 0x5000),
         stacks({1: [poke, cxx], 2: [outer], 3: [0x1234]}),
         site(1, 1, 4000, 0, 0, 4000),
         site(2, 1, 2000, 2000, 1, 2000),
         site(3, 1, 3000, 1000, 1, 1000),
+        site(1, 1, 500, 0, 0, 500, device="cuda:0"),
         pg.leak(2000, 1, stack_id=2),
         pg.leak(1000, 1, stack_id=3),
         pg.error(pg.ERR_DOUBLE_FREE, 0xDEAD, count=2, detail=NASTY_DETAIL, stack_id=1),
@@ -466,11 +469,16 @@ def case_escaping():
     unreadable = dom.by_id("tfa-unreadable")
     check(unreadable is not None and f"{bad}: not a tfalloc profile" in unreadable.all_text(),
           "the unreadable file is listed")
-    values, _ = frames_of(dom.by_id("tfa-flame-peak"))
-    eq(values.get(POKE), 4000, "the C++ frame in the flame graph")
+    values, names = frames_of(dom.by_id("tfa-flame-peak"))
+    eq(names[:2], ["all", "device cpu"], "the root, then the devices, largest first")
+    check("device cuda:0" in names, f"each device under the root: {names}")
+    eq((values["device cpu"], values["device cuda:0"]), (7000, 500), "each device's peak")
+    eq(values.get(POKE), 4000, "the C++ frame in the flame graph (its first, the cpu's)")
     eq(values.get("tfa_symfix_cxx"), 4000, "its caller")
     eq(values.get("0x1234"), 1000, "an address in no module")
-    eq(values.get("all"), 7000, "the root holds the peak")
+    eq(values.get("all"), 7500, "the root holds the devices' peaks")
+    devices = dom.find_all("table", **{"class": "devices"})
+    check(len(devices) == 1 and "cuda:0" in devices[0].all_text(), "a table of the devices")
     inl = [g for g in dom.by_id("tfa-flame-peak").find_all("g")
            if g.attrs.get("data-name") == "tfa_symfix_inner"]
     check(inl and "inlined" in inl[0].attrs["class"].split(), "an inlined frame is marked")
