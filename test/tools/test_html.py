@@ -284,7 +284,7 @@ def case_sites():
     eq(len(dp["timeline"]["t_ns"]), len(want["timeline"]), "timeline points in the data")
     check(dp["trimmed"], "frames outside main left out")
 
-    dom = browse(page_path, "#test-zoom=cache_alloc")
+    dom = browse(page_path, "#test-zoom=cache_alloc&search=_ALLOC")
     title = dom.by_id("tfa-process-title")
     check(title is not None and title.all_text() == f"Process {want['pid']}: {want['command']}",
           "the process's title")
@@ -332,6 +332,14 @@ def case_sites():
     check(re.search(r"tp_sites\.c:32\b", titles["cache_alloc"]), f"file:line in the title: {titles['cache_alloc']!r}")
     check("262,144 bytes" in titles["cache_alloc"] and "99.6%" in titles["cache_alloc"],
           f"bytes and share in the title: {titles['cache_alloc']!r}")
+
+    # #search=_ALLOC: the *_alloc frames stand out, the bytes under them counted once.
+    matched = sorted(g.attrs["data-name"] for g in peak_graph.find_all("g")
+                     if "match" in g.attrs.get("class", "").split())
+    eq(matched, ["cache_alloc", "config_alloc"], "highlighted frames (token_alloc is too narrow to draw)")
+    label = [n for n in dom.walk() if "match-label" in n.attrs.get("class", "").split()]
+    eq(label[0].attrs.get("data-matched"), "263168", "matched bytes of the peak")
+    eq(label[0].all_text(), "matched: 257.0 KiB (100.0%)", "matched, as shown")
 
     # The leaks' flame graph.
     leak_values, _ = frames_of(dom.by_id("tfa-flame-leaks"))

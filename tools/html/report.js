@@ -12,6 +12,7 @@
 // The location's hash takes options, '&'-separated:
 //   process=PID        show that process first
 //   zoom=NAME          zoom the peak's flame graph into the first frame NAME
+//   search=TEXT        highlight the frames whose name holds TEXT
 //   test-zoom=NAME     (for the tests) click the first frame NAME of the peak's
 //                      flame graph, then its root, and record what was drawn
 //                      each time in <div id="tfa-test">
@@ -580,8 +581,14 @@
     this.resetBtn = el('button', { type: 'button', disabled: true, text: 'Reset zoom' });
     this.resetBtn.addEventListener('click', function () { self.zoom(self.root); });
     this.zoomLabel = el('span', { 'class': 'note grow' });
+    this.query = '';
+    this.search = el('input', { type: 'search', placeholder: 'highlight frames…', 'aria-label': 'highlight frames whose name holds' });
+    this.search.addEventListener('input', function () { self.highlight(self.search.value); });
+    this.matchLabel = el('span', { 'class': 'note match-label' });
     bar.appendChild(this.resetBtn);
     bar.appendChild(this.zoomLabel);
+    bar.appendChild(this.matchLabel);
+    bar.appendChild(this.search);
     box.appendChild(bar);
     this.holder = el('div', { 'class': 'flame', id: opts.id });
     box.appendChild(this.holder);
@@ -615,12 +622,13 @@
     var deepest = z.depth;
 
     function frameEl(n, x, w, ancestor) {
-      var g = sv('g', { 'class': 'frame' + (ancestor ? ' ancestor' : '') + (n.inlined ? ' inlined' : ''),
+      var match = self.matches(n);
+      var g = sv('g', { 'class': 'frame' + (ancestor ? ' ancestor' : '') + (n.inlined ? ' inlined' : '') + (match ? ' match' : ''),
         'data-name': n.name, 'data-kind': n.kind, 'data-value': n.value });
       g.tfaNode = n;
       g.appendChild(sv('title', { text: self.describe(n) + (n === root ? '\nclick to zoom out' : n === z ? '\nclick to zoom out a level' : '\nclick to zoom') }));
       g.appendChild(sv('rect', { x: x.toFixed(2), y: n.depth * ROW, width: Math.max(w, 0.5).toFixed(2),
-        height: ROW - 1, rx: 1.5, fill: color(n, self.opts.palette), 'data-name': n.name }));
+        height: ROW - 1, rx: 1.5, fill: match ? '#c86bfa' : color(n, self.opts.palette), 'data-name': n.name }));
       var label = n === root ? n.name + ': ' + bytes(n.value) : n.name;
       var fit = Math.floor((w - 6) / 6.6);
       if (fit >= 3) {
@@ -661,11 +669,35 @@
     this.resetBtn.disabled = z === root;
     this.zoomLabel.textContent = z === root ? '' : 'zoomed into ' + z.name + ' (' + bytes(z.value) + ', ' + pct(z.value, root.value) + ')';
     this.holder.setAttribute('data-zoom', z === root ? '' : z.name);
+    var m = this.query ? this.matched() : 0;
+    this.matchLabel.textContent = this.query ? 'matched: ' + bytes(m) + ' (' + (pct(m, root.value) || '0%') + ')' : '';
+    this.matchLabel.setAttribute('data-matched', m);
   };
 
   FlameGraph.prototype.zoom = function (n) {
     this.zoomed = n;
     this.draw();
+  };
+
+  // Frames whose name holds q (as typed, case-insensitive) stand out; the
+  // label tells the bytes under them, each byte counted once.
+  FlameGraph.prototype.highlight = function (q) {
+    this.query = q;
+    if (this.search.value !== q) this.search.value = q;
+    this.draw();
+  };
+
+  FlameGraph.prototype.matches = function (n) {
+    return this.query !== '' && n.kind !== 'root' && n.name.toLowerCase().indexOf(this.query.toLowerCase()) >= 0;
+  };
+
+  FlameGraph.prototype.matched = function () {
+    var self = this, sum = 0;
+    (function walk(n) {
+      if (self.matches(n)) { sum += n.value; return; }
+      n.kids.forEach(walk);
+    })(this.root);
+    return sum;
   };
 
   // The first frame named name, outermost first.
@@ -1002,6 +1034,10 @@
       }, 150);
     });
 
+    if (opts.search !== undefined) {
+      if (rendered.peak) rendered.peak.highlight(opts.search);
+      if (rendered.leaks) rendered.leaks.highlight(opts.search);
+    }
     if (opts.zoom !== undefined && rendered.peak) {
       var z = rendered.peak.find(opts.zoom);
       if (z) rendered.peak.zoom(z.tfaNode);
