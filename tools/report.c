@@ -71,6 +71,7 @@ void
 tfa_report_usage(FILE *f)
 {
 	fputs("usage: tfalloc report [--format text|json] [--top N] [--by LIST] [-o FILE] PATH...\n"
+	      "       tfalloc report --diff [--format text|json] [--top N] [--by KEY] A B\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
 	      "file in it, ordered by pid, then start time.  Call stacks are symbolized\n"
@@ -84,6 +85,10 @@ tfa_report_usage(FILE *f)
 	      "                       peak (bytes live at the peak), leaked (leaks by\n"
 	      "                       stack), total (bytes allocated), count (allocations);\n"
 	      "                       default: all four\n"
+	      "  --diff A B           what grew from A to B (each a profile or a directory of\n"
+	      "                       a run), by site: sites are matched by their symbolized\n"
+	      "                       stacks, so runs of other builds and addresses compare;\n"
+	      "                       sorted by the first --by key (default: peak)\n"
 	      "  -o, --output FILE    write to FILE instead of stdout\n"
 	      "  -h, --help           this help\n"
 	      "\n"
@@ -1191,6 +1196,399 @@ report_text(FILE *f, struct report *r)
 }
 
 /* --------------------------------------------------------------------------
+ * --diff A B: what grew between two runs, by site
+ *
+ * Addresses differ between runs (ASLR, another build), so sites are matched
+ * by their symbolized stacks: each frame's function, file and line, or its
+ * module and offset where nothing better is known.  Every process of a PATH
+ * adds to it (a directory of a whole run is compared with another).
+ */
+
+enum diff_key_e { DK_PEAK, DK_LEAKED, DK_TOTAL, DK_COUNT, DK_N };
+
+static const char *const diff_key_names[DK_N] = { "bytes_at_peak", "leaked_bytes", "total_bytes",
+	                                          "num_allocs" };
+
+struct diff_site {
+	char *sig;      /* frames, innermost first: "function\x1ffile\x1fline\x1fmodule\x1e"... */
+	double v[2][DK_N]; /* [0]: A, [1]: B */
+};
+
+struct diff {
+	struct diff_site *sites;
+	size_t n, cap;
+	size_t *slots; /* open addressing over sites by signature; SIZE_MAX: empty */
+	size_t nslots;
+	double dev[2][DK_N]; /* the devices' figures: peak, bytes in use at the end, total, allocs */
+	size_t nproc[2];
+	bool oom;
+};
+
+struct sig_buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void
+sig_put(struct sig_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (b->len + n + 1 > b->cap) {
+		size_t ncap = (b->cap == 0 ? 256 : b->cap * 2) + n;
+		char *p = realloc(b->s, ncap);
+		if (p == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = ncap;
+	}
+	memcpy(b->s + b->len, s, n + 1);
+	b->len += n;
+}
+
+static void
+sig_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
+{
+	struct sig_buf *b = ctx;
+	char num[48];
+
+	(void)index;
+	sig_put(b, fr->function != NULL ? fr->function : "");
+	sig_put(b, "\x1f");
+	sig_put(b, fr->file != NULL ? fr->file : "");
+	sig_put(b, "\x1f");
+	snprintf(num, sizeof(num), "%" PRIu32, fr->line);
+	sig_put(b, fr->line != 0 ? num : "");
+	sig_put(b, "\x1f");
+	if (fr->function == NULL && fr->file == NULL && fr->module != NULL) {
+		/* Nothing better: the module's name and the offset, the same in every run. */
+		snprintf(num, sizeof(num), "+0x%" PRIx64, fr->module_offset);
+		sig_put(b, tfa_base_name(fr->module));
+		sig_put(b, num);
+	} else if (fr->module != NULL) {
+		sig_put(b, tfa_base_name(fr->module));
+	}
+	sig_put(b, "\x1e");
+}
+
+static uint64_t
+sig_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603u;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	return h;
+}
+
+/* The row of signature sig (taken over by the diff when new); NULL when memory ran out. */
+static struct diff_site *
+diff_row(struct diff *d, char *sig)
+{
+	if (d->n * 2 >= d->nslots) {
+		size_t nslots = d->nslots == 0 ? 1024 : d->nslots * 2;
+		size_t *slots = malloc(nslots * sizeof(*slots));
+		if (slots == NULL)
+			return NULL;
+		for (size_t i = 0; i < nslots; i++)
+			slots[i] = SIZE_MAX;
+		for (size_t k = 0; k < d->n; k++) {
+			size_t i = (size_t)sig_hash(d->sites[k].sig) & (nslots - 1);
+			while (slots[i] != SIZE_MAX)
+				i = (i + 1) & (nslots - 1);
+			slots[i] = k;
+		}
+		free(d->slots);
+		d->slots = slots;
+		d->nslots = nslots;
+	}
+	size_t i = (size_t)sig_hash(sig) & (d->nslots - 1);
+	for (; d->slots[i] != SIZE_MAX; i = (i + 1) & (d->nslots - 1)) {
+		if (strcmp(d->sites[d->slots[i]].sig, sig) == 0) {
+			free(sig);
+			return &d->sites[d->slots[i]];
+		}
+	}
+	void *arr = d->sites;
+	if (report_push(&arr, d->n, &d->cap, sizeof(*d->sites)) < 0)
+		return NULL;
+	d->sites = arr;
+	struct diff_site *row = &d->sites[d->n];
+	memset(row, 0, sizeof(*row));
+	row->sig = sig;
+	d->slots[i] = d->n++;
+	return row;
+}
+
+static void
+diff_add(struct diff *d, struct report *r, int side)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct report_entry *e = &r->entries[i];
+		const tfa_profile_t *p = &e->prof;
+
+		d->nproc[side]++;
+		for (size_t k = 0; k < p->ndevices; k++) {
+			d->dev[side][DK_PEAK] += (double)p->devices[k].f[TFA_DEV_PEAK_BYTES_IN_USE];
+			d->dev[side][DK_LEAKED] += (double)p->devices[k].f[TFA_DEV_BYTES_IN_USE];
+			d->dev[side][DK_TOTAL] += (double)p->devices[k].f[TFA_DEV_TOTAL_BYTES];
+			d->dev[side][DK_COUNT] += (double)p->devices[k].f[TFA_DEV_NUM_ALLOCS];
+		}
+		for (size_t k = 0; k < p->nsites && !d->oom; k++) {
+			const tfa_profile_site_t *site = &p->sites[k];
+			struct sig_buf b = { 0 };
+			double v[TFA_SITEF_FIELD_COUNT];
+
+			if (!for_each_frame(e, site->stack_id, sig_frame, &b))
+				sig_put(&b, "");
+			if (b.oom) {
+				free(b.s);
+				d->oom = true;
+				break;
+			}
+			struct diff_site *row = diff_row(d, b.s);
+			if (row == NULL) {
+				free(b.s);
+				d->oom = true;
+				break;
+			}
+			tfa_site_estimate(p, site, v);
+			row->v[side][DK_PEAK] += v[TFA_SITEF_BYTES_AT_PEAK];
+			row->v[side][DK_LEAKED] += p->complete ? v[TFA_SITEF_BYTES_IN_USE] : 0;
+			row->v[side][DK_TOTAL] += v[TFA_SITEF_TOTAL_BYTES];
+			row->v[side][DK_COUNT] += v[TFA_SITEF_NUM_ALLOCS];
+		}
+	}
+}
+
+static int diff_sort_key;
+
+static int
+diff_row_cmp(const void *a, const void *b)
+{
+	const struct diff_site *x = a, *y = b;
+	double dx = x->v[1][diff_sort_key] - x->v[0][diff_sort_key];
+	double dy = y->v[1][diff_sort_key] - y->v[0][diff_sort_key];
+
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return strcmp(x->sig, y->sig);
+}
+
+/* Calls fn(ctx, function, file, line, module) for each frame of a signature. */
+static void
+diff_frames(const char *sig, void (*fn)(void *ctx, const char *const f[4]), void *ctx)
+{
+	char buf[4][1024];
+	const char *fields[4];
+
+	while (*sig != '\0') {
+		for (int k = 0; k < 4; k++) {
+			size_t n = strcspn(sig, k < 3 ? "\x1f" : "\x1e");
+			snprintf(buf[k], sizeof(buf[k]), "%.*s", (int)TFA_MIN(n, sizeof(buf[k]) - 1), sig);
+			fields[k] = buf[k];
+			sig += n;
+			if (*sig != '\0')
+				sig++;
+		}
+		fn(ctx, fields);
+	}
+}
+
+struct diff_text_frames {
+	FILE *f;
+	unsigned index;
+	bool below_main;
+};
+
+static void
+diff_text_frame(void *ctx, const char *const fld[4])
+{
+	struct diff_text_frames *t = ctx;
+
+	if (t->below_main)
+		return;
+	t->below_main = strcmp(fld[0], "main") == 0;
+	fprintf(t->f, "      #%u ", t->index++);
+	text_str(t->f, fld[0][0] != '\0' ? fld[0] : fld[3]);
+	if (fld[1][0] != '\0') {
+		fputc(' ', t->f);
+		text_str(t->f, fld[1]);
+		if (fld[2][0] != '\0')
+			fprintf(t->f, ":%s", fld[2]);
+	}
+	fputc('\n', t->f);
+}
+
+static void
+text_signed_bytes(FILE *f, double delta)
+{
+	fputc(delta < 0 ? '-' : '+', f);
+	text_bytes(f, round_u64(delta < 0 ? -delta : delta));
+}
+
+static void
+diff_text(FILE *f, struct diff *d, const char *a, const char *b, int key)
+{
+	static const char *const labels[DK_N] = { "peak in use:", "in use at end:",
+		                                  "total allocated:", "allocations:" };
+	static const char *const titles[DK_N] = { "bytes at the peak", "bytes leaked",
+		                                  "bytes allocated", "allocations" };
+
+	fprintf(f, "diff: %s (%zu %s) -> %s (%zu %s)\n", a, d->nproc[0],
+	        d->nproc[0] == 1 ? "process" : "processes", b, d->nproc[1],
+	        d->nproc[1] == 1 ? "process" : "processes");
+	for (int k = 0; k < DK_N; k++) {
+		text_label(f, labels[k]);
+		if (k == DK_COUNT)
+			fprintf(f, "%" PRIu64 " -> %" PRIu64 " (%+.0f)\n", round_u64(d->dev[0][k]),
+			        round_u64(d->dev[1][k]), d->dev[1][k] - d->dev[0][k]);
+		else {
+			text_bytes(f, round_u64(d->dev[0][k]));
+			fputs(" -> ", f);
+			text_bytes(f, round_u64(d->dev[1][k]));
+			fputs(" (", f);
+			text_signed_bytes(f, d->dev[1][k] - d->dev[0][k]);
+			fputs(")\n", f);
+		}
+	}
+	diff_sort_key = key;
+	qsort(d->sites, d->n, sizeof(*d->sites), diff_row_cmp);
+	for (int grew = 1; grew >= 0; grew--) {
+		size_t n = 0;
+		for (size_t i = 0; i < d->n; i++) {
+			double delta = d->sites[i].v[1][key] - d->sites[i].v[0][key];
+			n += grew ? delta >= 0.5 : delta <= -0.5;
+		}
+		size_t shown = ropts.top == 0 ? n : TFA_MIN(n, ropts.top);
+		fprintf(f, "  sites that %s, by %s: %zu of %zu\n", grew ? "grew" : "shrank", titles[key],
+		        shown, n);
+		for (size_t k = 0, done = 0; k < d->n && done < shown; k++) {
+			size_t i = grew ? k : d->n - 1 - k;
+			const struct diff_site *s = &d->sites[i];
+			double delta = s->v[1][key] - s->v[0][key];
+			if (grew ? delta < 0.5 : delta > -0.5)
+				continue;
+			done++;
+			fputs("    ", f);
+			if (key == DK_COUNT) {
+				fprintf(f, "%+.0f allocations (%" PRIu64 " -> %" PRIu64 ")", delta,
+				        round_u64(s->v[0][key]), round_u64(s->v[1][key]));
+			} else {
+				text_signed_bytes(f, delta);
+				fprintf(f, " (%" PRIu64 " -> %" PRIu64 " bytes)", round_u64(s->v[0][key]),
+				        round_u64(s->v[1][key]));
+			}
+			for (int o = 0; o < DK_N; o++) {
+				if (o == key)
+					continue;
+				fprintf(f, ", %s %" PRIu64 " -> %" PRIu64, o == DK_PEAK ? "at the peak"
+				        : o == DK_LEAKED ? "leaked" : o == DK_TOTAL ? "total" : "allocations",
+				        round_u64(s->v[0][o]), round_u64(s->v[1][o]));
+			}
+			fputc('\n', f);
+			diff_frames(s->sig, diff_text_frame, &(struct diff_text_frames){ .f = f });
+		}
+	}
+}
+
+static void
+diff_json_frame(void *ctx, const char *const fld[4])
+{
+	tfa_json_t *j = ctx;
+
+	tfa_json_begin_compact_object(j);
+	tfa_json_kv_string(j, "function", fld[0][0] != '\0' ? fld[0] : NULL);
+	tfa_json_kv_string(j, "file", fld[1][0] != '\0' ? fld[1] : NULL);
+	tfa_json_key(j, "line");
+	if (fld[2][0] != '\0')
+		tfa_json_number(j, fld[2]);
+	else
+		tfa_json_null(j);
+	tfa_json_kv_string(j, "module", fld[3][0] != '\0' ? fld[3] : NULL);
+	tfa_json_end_object(j);
+}
+
+static void
+diff_json_side(tfa_json_t *j, const char *key, const double v[DK_N])
+{
+	tfa_json_key(j, key);
+	tfa_json_begin_compact_object(j);
+	for (int k = 0; k < DK_N; k++)
+		tfa_json_kv_u64(j, diff_key_names[k], round_u64(v[k]));
+	tfa_json_end_object(j);
+}
+
+static void
+diff_json(FILE *f, struct diff *d, const char *a, const char *b, int key)
+{
+	tfa_json_t j;
+	double delta[DK_N];
+
+	tfa_json_init(&j, f);
+	tfa_json_begin_object(&j);
+	tfa_json_kv_string(&j, "a", a);
+	tfa_json_kv_string(&j, "b", b);
+	tfa_json_kv_u64(&j, "a_processes", d->nproc[0]);
+	tfa_json_kv_u64(&j, "b_processes", d->nproc[1]);
+	tfa_json_kv_string(&j, "sorted_by", diff_key_names[key]);
+	diff_json_side(&j, "a_totals", d->dev[0]);
+	diff_json_side(&j, "b_totals", d->dev[1]);
+	diff_sort_key = key;
+	qsort(d->sites, d->n, sizeof(*d->sites), diff_row_cmp);
+	tfa_json_key(&j, "sites");
+	tfa_json_begin_array(&j);
+	for (size_t i = 0; i < d->n; i++) {
+		const struct diff_site *s = &d->sites[i];
+		tfa_json_begin_object(&j);
+		diff_json_side(&j, "a", s->v[0]);
+		diff_json_side(&j, "b", s->v[1]);
+		tfa_json_key(&j, "delta");
+		tfa_json_begin_compact_object(&j);
+		for (int k = 0; k < DK_N; k++) {
+			char num[48];
+			delta[k] = s->v[1][k] - s->v[0][k];
+			snprintf(num, sizeof(num), "%.0f", delta[k]);
+			tfa_json_key(&j, diff_key_names[k]);
+			tfa_json_number(&j, num);
+		}
+		tfa_json_end_object(&j);
+		tfa_json_key(&j, "stack");
+		tfa_json_begin_array(&j);
+		diff_frames(s->sig, diff_json_frame, &j);
+		tfa_json_end_array(&j);
+		tfa_json_end_object(&j);
+	}
+	tfa_json_end_array(&j);
+	tfa_json_end_object(&j);
+}
+
+static void
+diff_free(struct diff *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->sites[i].sig);
+	free(d->sites);
+	free(d->slots);
+}
+
+/* The first table --by chose is the order of the diff (default: bytes at the peak). */
+static int
+diff_key_of_tables(unsigned tables)
+{
+	if (tables == TABLE_ALL || (tables & TABLE_PEAK))
+		return DK_PEAK;
+	if (tables & TABLE_LEAKED)
+		return DK_LEAKED;
+	if (tables & TABLE_TOTAL)
+		return DK_TOTAL;
+	return DK_COUNT;
+}
+
+/* --------------------------------------------------------------------------
  * The command
  */
 
@@ -1262,7 +1660,8 @@ tfa_cmd_report(int argc, char **argv)
 	struct report r;
 	char **paths;
 	size_t npaths = 0;
-	bool options_done = false;
+	bool options_done = false, diff = false;
+	struct report rb;
 	FILE *out = stdout;
 	int status = 0;
 
@@ -1278,6 +1677,8 @@ tfa_cmd_report(int argc, char **argv)
 			paths[npaths++] = argv[i];
 		} else if (strcmp(a, "--") == 0) {
 			options_done = true;
+		} else if (strcmp(a, "--diff") == 0) {
+			diff = true;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			tfa_report_usage(stdout);
 			free(paths);
@@ -1333,14 +1734,22 @@ tfa_cmd_report(int argc, char **argv)
 		free(paths);
 		return report_usage_error("no profile file or directory given");
 	}
+	if (diff && (npaths != 2 || format > REPORT_JSON)) {
+		free(paths);
+		if (npaths != 2)
+			return report_usage_error("--diff compares two PATHs, got %zu", npaths);
+		return report_usage_error("--diff writes text or json");
+	}
 
 	memset(&r, 0, sizeof(r));
-	for (size_t i = 0; i < npaths; i++)
+	memset(&rb, 0, sizeof(rb));
+	for (size_t i = 0; i < (diff ? 1 : npaths); i++)
 		report_read_path(&r, paths[i]);
-	free(paths);
-	if (r.nfailures > 0 || r.oom)
+	if (diff)
+		report_read_path(&rb, paths[1]);
+	if (r.nfailures > 0 || r.oom || rb.nfailures > 0 || rb.oom)
 		status = 1;
-	if (r.oom)
+	if (r.oom || rb.oom)
 		fputs("tfalloc: report: out of memory\n", stderr);
 
 	if (out_path != NULL) {
@@ -1348,13 +1757,29 @@ tfa_cmd_report(int argc, char **argv)
 		if (out == NULL) {
 			fprintf(stderr, "tfalloc: report: %s: %s\n", out_path, strerror(errno));
 			report_free(&r);
+			report_free(&rb);
+			free(paths);
 			return 1;
 		}
 	}
-	if (format == REPORT_JSON)
+	if (diff) {
+		struct diff d = { 0 };
+		diff_add(&d, &r, 0);
+		diff_add(&d, &rb, 1);
+		if (d.oom) {
+			fputs("tfalloc: report: out of memory\n", stderr);
+			status = 1;
+		} else if (format == REPORT_JSON) {
+			diff_json(out, &d, paths[0], paths[1], diff_key_of_tables(ropts.tables));
+		} else {
+			diff_text(out, &d, paths[0], paths[1], diff_key_of_tables(ropts.tables));
+		}
+		diff_free(&d);
+	} else if (format == REPORT_JSON) {
 		report_json(out, &r);
-	else
+	} else {
 		report_text(out, &r);
+	}
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "tfalloc: report: %s: %s\n", out_path ? out_path : "stdout",
 		        strerror(errno));
@@ -1365,5 +1790,7 @@ tfa_cmd_report(int argc, char **argv)
 		status = 1;
 	}
 	report_free(&r);
+	report_free(&rb);
+	free(paths);
 	return status;
 }

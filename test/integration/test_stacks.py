@@ -15,6 +15,9 @@ Cases:
   dlopen         tp_dlopen: leaks made by two libraries mapped one after the
                  other at the same address, both dlclose'd, are named in the
                  right one (dlib_a_make, dlib_b_make)
+  diff           tfalloc report --diff of tp_sites with 64 and with 128
+                 cache blocks (two runs, other addresses): the cache site grew
+                 by 64 blocks, 256 KiB, and no other site changed
   python3        a real interpreter: how many stacks reach main or a thread's
                  start (printed; most must)
 """
@@ -193,6 +196,33 @@ def case_dlopen(ctx):
     T.check_eq(sum(l["blocks"] for l in loops), 5, "blocks of 100 bytes leaked in dlib_a_make")
 
 
+def case_diff(ctx):
+    path = ctx.prog("tp_sites")
+    runs = []
+    for n in ("64", "128"):
+        r, rep = ctx.run_and_report([path, "cache", n], what="tp_sites cache " + n)
+        runs.append(r.outdir)
+    r = ctx._run([ctx.tool, "report", "--diff", "--format", "json"] + runs, ctx.env(), None, 60,
+                 "report --diff")
+    T.check_eq(r.returncode, 0, "tfalloc report --diff: exit status\n" + r.describe())
+    d = __import__("json").loads(r.out)
+    T.check_eq(d["sorted_by"], "bytes_at_peak", "sorted_by")
+    T.check_eq(d["b_totals"]["bytes_at_peak"] - d["a_totals"]["bytes_at_peak"], 262144, "peak growth")
+    grew = [s for s in d["sites"] if any(v != 0 for v in s["delta"].values())]
+    T.check_eq(len(grew), 1, "sites that changed: %s" % [functions(s["stack"])[:2] for s in grew])
+    s = grew[0]
+    T.check_eq(functions(s["stack"])[:3], ["cache_alloc", "build_cache", "main"], "the grown site")
+    T.check_eq(s["delta"], {"bytes_at_peak": 262144, "leaked_bytes": 0, "total_bytes": 262144,
+                            "num_allocs": 64}, "its growth")
+    T.check_eq(s["a"]["num_allocs"], 64, "A's cache blocks")
+    T.check_eq(d["sites"][0], s, "the largest growth first")
+    text = ctx._run([ctx.tool, "report", "--diff"] + runs, ctx.env(), None, 60, "report --diff").out
+    T.check("sites that grew, by bytes at the peak: 1 of 1" in text, "text diff:\n" + text)
+    T.check(re.search(r"\+256\.0 KiB \(262144 bytes\) \(262144 -> 524288 bytes\)", text), "text diff:\n" + text)
+    bad = ctx._run([ctx.tool, "report", "--diff", runs[0]], ctx.env(), None, 60, "report --diff A")
+    T.check_eq(bad.returncode, 2, "--diff with one PATH: usage error")
+
+
 def case_python3(ctx):
     script = "import threading\n" \
              "def work():\n    return [str(i) * 3 for i in range(20000)]\n" \
@@ -222,5 +252,6 @@ T.main({
     "sampled": case_sampled,
     "depth": case_depth,
     "dlopen": case_dlopen,
+    "diff": case_diff,
     "python3": case_python3,
 })
