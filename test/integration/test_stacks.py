@@ -15,6 +15,11 @@ Cases:
   dlopen         tp_dlopen: leaks made by two libraries mapped one after the
                  other at the same address, both dlclose'd, are named in the
                  right one (dlib_a_make, dlib_b_make)
+  debuglink      tp_sites stripped of its debug information, which sits in a
+                 separate file behind .gnu_debuglink: still named with file
+                 and line; stripped of everything: frames give module and
+                 offset (the same offsets as the unstripped binary's), never
+                 a wrong name
   diff           tfalloc report --diff of tp_sites with 64 and with 128
                  cache blocks (two runs, other addresses): the cache site grew
                  by 64 blocks, 256 KiB, and no other site changed
@@ -196,6 +201,57 @@ def case_dlopen(ctx):
     T.check_eq(sum(l["blocks"] for l in loops), 5, "blocks of 100 bytes leaked in dlib_a_make")
 
 
+def objcopy(ctx, *args):
+    r = ctx._run(["objcopy"] + list(args), ctx.env(), None, 60, "objcopy")
+    T.check_eq(r.returncode, 0, "objcopy %s\n%s" % (" ".join(args), r.describe()))
+
+
+def case_debuglink(ctx):
+    import shutil
+    d = ctx.mkdtemp("bin")
+    orig = ctx.prog("tp_sites")
+    dbg = os.path.join(d, "tp_sites.debug")
+    linked = os.path.join(d, "tp_sites")
+    bare = os.path.join(d, "tp_sites_bare")
+    objcopy(ctx, "--only-keep-debug", orig, dbg)
+    objcopy(ctx, "--strip-debug", "--add-gnu-debuglink=" + dbg, orig, linked)
+    objcopy(ctx, "--strip-all", orig, bare)
+    for f in (linked, bare):
+        shutil.copymode(orig, f)
+    # With the debug file beside it: the same answers as the original.
+    _, rep = ctx.run_and_report([linked], what="debuglinked tp_sites")
+    proc = T.only_process(rep, "debuglinked tp_sites")
+    s = site_of(proc, "cache_alloc")
+    check_frame(s["stack"][0], "cache_alloc", "tp_sites.c", marker_line("tp_sites.c", "SITE_CACHE"),
+                "debuglinked cache_alloc")
+    T.check_eq(s["stack"][0]["module"], linked, "module")
+    offsets = {}
+    for site in proc["sites"]:
+        f = site["stack"][0]
+        if f["function"] in TP_SITES:
+            offsets[int(f["offset"], 16)] = f["function"]
+    T.check_eq(sorted(offsets.values()), sorted(TP_SITES), "sites of the debuglinked binary")
+    # Stripped of everything, no debug file: module and offset, never a wrong name.
+    _, rep = ctx.run_and_report([bare], what="stripped tp_sites")
+    proc = T.only_process(rep, "stripped tp_sites")
+    seen = 0
+    for site in proc["sites"]:
+        f = site["stack"][0]
+        if f.get("module") != bare:
+            continue
+        off = int(f["offset"], 16)
+        T.check(off in offsets, "stripped: offset 0x%x is no known site (%r)" % (off, f))
+        T.check(f["function"] in (None, offsets[off]),
+                "stripped: 0x%x named %r, it is %s" % (off, f["function"], offsets[off]))
+        T.check_eq(f["file"], None, "stripped: a file without debug information")
+        seen += 1
+    T.check_eq(seen, 4, "sites in the stripped binary")
+    text = ctx._run([ctx.tool, "report", "--by", "leaked", os.path.dirname(proc["file"])],
+                    ctx.env(), None, 60, "report").out
+    T.check(re.search(r"#0 0x[0-9a-f]+ in tp_sites_bare\+0x[0-9a-f]+\n", text),
+            "text report of the stripped binary: module+offset frames\n" + text[:2000])
+
+
 def case_diff(ctx):
     path = ctx.prog("tp_sites")
     runs = []
@@ -252,6 +308,7 @@ T.main({
     "sampled": case_sampled,
     "depth": case_depth,
     "dlopen": case_dlopen,
+    "debuglink": case_debuglink,
     "diff": case_diff,
     "python3": case_python3,
 })
