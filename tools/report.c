@@ -23,6 +23,7 @@
 
 #include "core/common.h"
 #include "core/profile_read.h"
+#include "tools/folded.h"
 #include "tools/json.h"
 
 #define REPORT_ERRLEN 1024
@@ -30,6 +31,7 @@
 enum report_format_e {
 	REPORT_TEXT,
 	REPORT_JSON,
+	REPORT_FOLDED,
 };
 
 struct report_entry {
@@ -48,13 +50,20 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json] [-o FILE] PATH...\n"
+	fputs("usage: tfalloc report [--format text|json|folded] [--by FIGURE] [-o FILE]\n"
+	      "                      PATH...\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
 	      "file in it, ordered by pid, then start time.\n"
 	      "\n"
 	      "Options:\n"
 	      "  --format text|json   text for people (the default), or JSON\n"
+	      "  --format folded      folded stacks for flame graphs (flamegraph.pl,\n"
+	      "                       inferno, speedscope): \"PROCESS;OUTER;...;INNER VALUE\"\n"
+	      "  --by FIGURE          the value of folded stacks: peak (bytes live at the\n"
+	      "                       peak, the default), leaked (bytes live at exit),\n"
+	      "                       in-use (bytes live at the end), total (bytes\n"
+	      "                       allocated), count (allocations)\n"
 	      "  -o, --output FILE    write to FILE instead of stdout\n"
 	      "  -h, --help           this help\n"
 	      "\n"
@@ -748,6 +757,30 @@ report_text(FILE *f, const struct report *r)
 }
 
 /* --------------------------------------------------------------------------
+ * Folded stacks (tools/folded.c)
+ */
+
+static int
+report_stacks(FILE *f, const struct report *r, enum tfa_folded_by_e by)
+{
+	const tfa_profile_t **profs = calloc(r->n + 1, sizeof(*profs));
+	char err[REPORT_ERRLEN];
+	int rc;
+
+	if (profs == NULL) {
+		fputs("tfalloc: report: out of memory\n", stderr);
+		return 1;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		profs[i] = &r->entries[i].prof;
+	rc = tfa_folded_write(f, profs, r->n, by, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "tfalloc: report: %s\n", err);
+	free(profs);
+	return rc < 0 ? 1 : 0;
+}
+
+/* --------------------------------------------------------------------------
  * The command
  */
 
@@ -768,7 +801,8 @@ int
 tfa_cmd_report(int argc, char **argv)
 {
 	enum report_format_e format = REPORT_TEXT;
-	const char *out_path = NULL, *fmt = NULL;
+	const char *out_path = NULL, *fmt = NULL, *by_name = NULL;
+	enum tfa_folded_by_e by = TFA_FOLDED_PEAK;
 	struct report r;
 	char **paths;
 	size_t npaths = 0;
@@ -793,17 +827,21 @@ tfa_cmd_report(int argc, char **argv)
 			free(paths);
 			return 0;
 		} else if (strcmp(a, "--format") == 0 || strcmp(a, "-o") == 0
-		           || strcmp(a, "--output") == 0) {
+		           || strcmp(a, "--output") == 0 || strcmp(a, "--by") == 0) {
 			if (i + 1 >= argc) {
 				free(paths);
 				return report_usage_error("option %s needs a value", a);
 			}
 			if (strcmp(a, "--format") == 0)
 				fmt = argv[++i];
+			else if (strcmp(a, "--by") == 0)
+				by_name = argv[++i];
 			else
 				out_path = argv[++i];
 		} else if (strncmp(a, "--format=", 9) == 0) {
 			fmt = a + 9;
+		} else if (strncmp(a, "--by=", 5) == 0) {
+			by_name = a + 5;
 		} else if (strncmp(a, "--output=", 9) == 0) {
 			out_path = a + 9;
 		} else {
@@ -813,9 +851,21 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (fmt != NULL && strcmp(fmt, "json") == 0) {
 		format = REPORT_JSON;
+	} else if (fmt != NULL && strcmp(fmt, "folded") == 0) {
+		format = REPORT_FOLDED;
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
-		return report_usage_error("unknown format '%s' (text or json)", fmt);
+		return report_usage_error("unknown format '%s' (text, json or folded)", fmt);
+	}
+	if (by_name != NULL && format != REPORT_FOLDED) {
+		free(paths);
+		return report_usage_error("option --by applies to --format folded only");
+	}
+	if (by_name != NULL && tfa_folded_by_parse(by_name, &by) < 0) {
+		free(paths);
+		return report_usage_error("unknown figure '%s' for --by (peak, leaked, in-use, "
+		                          "total or count)",
+		                          by_name);
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);
@@ -845,6 +895,8 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (format == REPORT_JSON)
 		report_json(out, &r);
+	else if (format == REPORT_FOLDED)
+		status |= report_stacks(out, &r, by);
 	else
 		report_text(out, &r);
 	if (fflush(out) != 0 || ferror(out)) {
