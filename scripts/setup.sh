@@ -11,6 +11,8 @@ packages=(
 	cmake make gcc g++ pkg-config binutils libc6-dev
 	# the symbolizer of tfalloc report (elfutils' libdw and libelf)
 	libdw-dev libelf-dev
+	# gzip of tfalloc report --format pprof
+	zlib1g-dev
 	# the real jemalloc the shim uses (its PIC archive) and programs that link it
 	libjemalloc-dev libjemalloc2
 	# unit tests, and the shim under memcheck

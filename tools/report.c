@@ -20,11 +20,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/profile_read.h"
 #include "tools/folded.h"
 #include "tools/json.h"
+#include "tools/pprof.h"
 
 #define REPORT_ERRLEN 1024
 
@@ -32,6 +34,7 @@ enum report_format_e {
 	REPORT_TEXT,
 	REPORT_JSON,
 	REPORT_FOLDED,
+	REPORT_PPROF,
 };
 
 struct report_entry {
@@ -50,7 +53,7 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json|folded] [--by FIGURE] [-o FILE]\n"
+	fputs("usage: tfalloc report [--format text|json|folded|pprof] [--by FIGURE] [-o FILE]\n"
 	      "                      PATH...\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
@@ -60,6 +63,8 @@ tfa_report_usage(FILE *f)
 	      "  --format text|json   text for people (the default), or JSON\n"
 	      "  --format folded      folded stacks for flame graphs (flamegraph.pl,\n"
 	      "                       inferno, speedscope): \"PROCESS;OUTER;...;INNER VALUE\"\n"
+	      "  --format pprof       gzip'd profile.proto for go tool pprof, Pyroscope,\n"
+	      "                       Parca (binary: needs -o FILE or a redirection)\n"
 	      "  --by FIGURE          the value of folded stacks: peak (bytes live at the\n"
 	      "                       peak, the default), leaked (bytes live at exit),\n"
 	      "                       in-use (bytes live at the end), total (bytes\n"
@@ -757,11 +762,12 @@ report_text(FILE *f, const struct report *r)
 }
 
 /* --------------------------------------------------------------------------
- * Folded stacks (tools/folded.c)
+ * Folded stacks and pprof (tools/folded.c, tools/pprof.c)
  */
 
 static int
-report_stacks(FILE *f, const struct report *r, enum tfa_folded_by_e by)
+report_stacks(FILE *f, const struct report *r, enum report_format_e format,
+              enum tfa_folded_by_e by)
 {
 	const tfa_profile_t **profs = calloc(r->n + 1, sizeof(*profs));
 	char err[REPORT_ERRLEN];
@@ -773,7 +779,10 @@ report_stacks(FILE *f, const struct report *r, enum tfa_folded_by_e by)
 	}
 	for (size_t i = 0; i < r->n; i++)
 		profs[i] = &r->entries[i].prof;
-	rc = tfa_folded_write(f, profs, r->n, by, err, sizeof(err));
+	if (format == REPORT_PPROF)
+		rc = tfa_pprof_write(f, profs, r->n, err, sizeof(err));
+	else
+		rc = tfa_folded_write(f, profs, r->n, by, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "tfalloc: report: %s\n", err);
 	free(profs);
@@ -853,9 +862,11 @@ tfa_cmd_report(int argc, char **argv)
 		format = REPORT_JSON;
 	} else if (fmt != NULL && strcmp(fmt, "folded") == 0) {
 		format = REPORT_FOLDED;
+	} else if (fmt != NULL && strcmp(fmt, "pprof") == 0) {
+		format = REPORT_PPROF;
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
-		return report_usage_error("unknown format '%s' (text, json or folded)", fmt);
+		return report_usage_error("unknown format '%s' (text, json, folded or pprof)", fmt);
 	}
 	if (by_name != NULL && format != REPORT_FOLDED) {
 		free(paths);
@@ -866,6 +877,10 @@ tfa_cmd_report(int argc, char **argv)
 		return report_usage_error("unknown figure '%s' for --by (peak, leaked, in-use, "
 		                          "total or count)",
 		                          by_name);
+	}
+	if (format == REPORT_PPROF && out_path == NULL && isatty(STDOUT_FILENO)) {
+		free(paths);
+		return report_usage_error("pprof output is binary: give -o FILE");
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);
@@ -895,8 +910,8 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (format == REPORT_JSON)
 		report_json(out, &r);
-	else if (format == REPORT_FOLDED)
-		status |= report_stacks(out, &r, by);
+	else if (format == REPORT_FOLDED || format == REPORT_PPROF)
+		status |= report_stacks(out, &r, format, by);
 	else
 		report_text(out, &r);
 	if (fflush(out) != 0 || ferror(out)) {
