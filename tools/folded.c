@@ -20,7 +20,7 @@ tfa_folded_by_parse(const char *name, enum tfa_folded_by_e *by)
 		const char *name;
 		enum tfa_folded_by_e by;
 	} names[] = {
-		{ "peak", TFA_FOLDED_PEAK },   { "leaked", TFA_FOLDED_LEAKED },
+		{ "peak", TFA_FOLDED_PEAK },     { "leaked", TFA_FOLDED_LEAKED },
 		{ "in-use", TFA_FOLDED_IN_USE }, { "total", TFA_FOLDED_TOTAL },
 		{ "count", TFA_FOLDED_COUNT },
 	};
@@ -106,9 +106,9 @@ tfa_site_figures(const tfa_profile_t *p, tfa_site_figures_t **out, size_t *n)
 			        sub_sat(dev->f[TFA_DEV_TOTAL_BYTES], sum[TFA_SITEF_TOTAL_BYTES]);
 			r->v[TFA_SITEF_BYTES_IN_USE] =
 			        sub_sat(dev->f[TFA_DEV_BYTES_IN_USE], sum[TFA_SITEF_BYTES_IN_USE]);
-			r->v[TFA_SITEF_BLOCKS_IN_USE] =
-			        sub_sat(sub_sat(dev->f[TFA_DEV_NUM_ALLOCS], dev->f[TFA_DEV_NUM_FREES]),
-			                sum[TFA_SITEF_BLOCKS_IN_USE]);
+			r->v[TFA_SITEF_BLOCKS_IN_USE] = sub_sat(
+			        sub_sat(dev->f[TFA_DEV_NUM_ALLOCS], dev->f[TFA_DEV_NUM_FREES]),
+			        sum[TFA_SITEF_BLOCKS_IN_USE]);
 			r->v[TFA_SITEF_BYTES_AT_PEAK] = sub_sat(dev->f[TFA_DEV_PEAK_BYTES_IN_USE],
 			                                        sum[TFA_SITEF_BYTES_AT_PEAK]);
 			if (!figures_zero(r->v))
@@ -182,8 +182,10 @@ fbuf_frame(struct fbuf *b, const char *name)
 {
 	size_t start = b->len;
 
-	if (b->len > 0)
-		fbuf_add(b, ";", 1), start++;
+	if (b->len > 0) {
+		fbuf_add(b, ";", 1);
+		start++;
+	}
 	fbuf_add(b, name, strlen(name));
 	if (b->oom)
 		return;
@@ -260,8 +262,8 @@ folded_stack(struct fbuf *b, tfa_symbolizer_t *sym, const tfa_profile_t *p,
 }
 
 int
-tfa_folded_write(FILE *f, const tfa_profile_t *const *profiles, size_t n,
-                 enum tfa_folded_by_e by, char *err, size_t errlen)
+tfa_folded_write(FILE *f, const tfa_profile_t *const *profiles, size_t n, enum tfa_folded_by_e by,
+                 char *err, size_t errlen)
 {
 	struct folded_line *lines = NULL;
 	size_t nlines = 0, cap = 0;

@@ -59,8 +59,8 @@ int tfa_folded_write(FILE *f, const tfa_profile_t *const *profiles, size_t n,
 
 /* One site's figures, rounded estimates for the whole run. */
 typedef struct tfa_site_figures_s {
-	const char *device;  /* the profile's string */
-	uint32_t stack_id;   /* 0: the allocations without a stack */
+	const char *device;                /* the profile's string */
+	uint32_t stack_id;                 /* 0: the allocations without a stack */
 	uint64_t v[TFA_SITEF_FIELD_COUNT]; /* by enum tfa_prof_site_field_e */
 } tfa_site_figures_t;
 

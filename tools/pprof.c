@@ -569,8 +569,7 @@ b_sample(struct builder *b, tfa_symbolizer_t *sym, const tfa_profile_t *p, size_
 }
 
 static void
-b_value_type(struct builder *b, struct pb *out, uint32_t field, const char *type,
-             const char *unit)
+b_value_type(struct builder *b, struct pb *out, uint32_t field, const char *type, const char *unit)
 {
 	struct pb vt = { 0 };
 
@@ -662,8 +661,7 @@ gzip_write(FILE *f, const uint8_t *data, size_t len, char *err, size_t errlen)
 }
 
 int
-tfa_pprof_write(FILE *f, const tfa_profile_t *const *profiles, size_t n, char *err,
-                size_t errlen)
+tfa_pprof_write(FILE *f, const tfa_profile_t *const *profiles, size_t n, char *err, size_t errlen)
 {
 	struct builder b;
 	struct pb prof = { 0 };
@@ -756,7 +754,8 @@ tfa_pprof_write(FILE *f, const tfa_profile_t *const *profiles, size_t n, char *e
 	if (n > MAX_PROCESS_COMMENTS) {
 		char more[64];
 
-		snprintf(more, sizeof(more), "... and %zu more processes", n - MAX_PROCESS_COMMENTS);
+		snprintf(more, sizeof(more), "... and %zu more processes",
+		         n - MAX_PROCESS_COMMENTS);
 		b_comment(&b, &prof, more);
 	}
 	pb_uint(&prof, PROFILE_DEFAULT_SAMPLE_TYPE, b_str(&b, "inuse_space"));

@@ -766,8 +766,7 @@ report_text(FILE *f, const struct report *r)
  */
 
 static int
-report_stacks(FILE *f, const struct report *r, enum report_format_e format,
-              enum tfa_folded_by_e by)
+report_stacks(FILE *f, const struct report *r, enum report_format_e format, enum tfa_folded_by_e by)
 {
 	const tfa_profile_t **profs = calloc(r->n + 1, sizeof(*profs));
 	char err[REPORT_ERRLEN];
