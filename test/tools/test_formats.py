@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Tests of `tfalloc report --format folded` and `--format pprof`.
 
-usage: test_formats.py TFALLOC PROTOC PROFILE_PROTO [TP_SITES TP_SITES_SOURCE] CASE
+usage: test_formats.py TFALLOC PROTOC PROFILE_PROTO [PROGRAM SOURCE] CASE
 
 pprof output is decoded by an independent decoder: gunzip (Python's zlib)
 and `protoc --decode perftools.profiles.Profile` with the profile.proto that
 Debian ships with pprof (golang-github-google-pprof-dev).  The *_run cases run
-test/programs/tp_sites under the real shim (`tfalloc run`), whose sites,
-functions, lines and figures are known exactly; the other cases use hand-made
+a program under the real shim (`tfalloc run`): test/programs/tp_sites, whose
+sites, functions, lines and figures are known exactly, or formats_inline.c
+(inline_run), whose one leak is made in an inlined call; the other cases use hand-made
 profiles (test/tools/profgen.py, plus the stack records here) with known
 modules, stacks, sites and sampling.
 """
@@ -609,11 +610,39 @@ def case_folded_run():
     eq(by("in-use"), leaked, "--by in-use of a complete profile: the leaks")
 
 
+def case_inline_run():
+    """PROGRAM SOURCE are formats_inline and its source."""
+    with open(TP_SITES_SRC) as f:
+        src = f.read().split("\n")
+    line = {k: [i + 1 for i, ln in enumerate(src) if k in ln][0]
+            for k in ("LINE_MAKE_BLOCK", "LINE_OUTER", "LINE_MAIN")}
+    d, proc = run_tp_sites("inline")
+    head = f"{os.path.basename(TP_SITES)[:15]}[{proc['pid']}];"
+    leaked = folded_lines(folded("--by", "leaked", d))
+    hit = {s: v for s, v in leaked.items() if s.endswith(";main;outer;make_block")}
+    eq(list(hit.values()), [77], f"--by leaked: the inlined call is a frame: {leaked}")
+    check(list(hit)[0].startswith(head), f"process frame {head!r}")
+    out = os.path.join(TMP, "inline.pb.gz")
+    eq(tfalloc("report", "--format", "pprof", "-o", out, d)[0], 0, "pprof")
+    pp = decode_pprof(out)
+    mine = [s for s in pp.samples() if s[2] and s[2][0][0][0] == "make_block"]
+    eq(len(mine), 1, "one sample whose leaf is make_block")
+    _, vals, locs, loc_ids = mine[0]
+    eq(vals, [1, 77, 1, 77], "values")
+    leaf = [(name, os.path.basename(file), ln) for name, file, ln in locs[0]]
+    eq(leaf, [("make_block", "formats_inline.c", line["LINE_MAKE_BLOCK"]),
+              ("outer", "formats_inline.c", line["LINE_OUTER"])],
+       "one location, two lines: the inlined call first, then its caller")
+    eq([(n, ln) for n, _, ln in locs[1]], [("main", line["LINE_MAIN"])], "main's location")
+    m = pp.mappings[pp.locations[loc_ids[0]]["mapping_id"][0]]
+    eq(m.get("has_inline_frames"), [True], "the mapping says it has inline frames")
+
+
 def main():
     global TFALLOC, PROTOC, PROTO, TP_SITES, TP_SITES_SRC, TMP
     args = sys.argv[1:]
     if len(args) not in (4, 6):
-        sys.exit("usage: test_formats.py TFALLOC PROTOC PROFILE_PROTO [TP_SITES TP_SITES_SOURCE] CASE")
+        sys.exit("usage: test_formats.py TFALLOC PROTOC PROFILE_PROTO [PROGRAM SOURCE] CASE")
     TFALLOC, PROTOC, PROTO = os.path.abspath(args[0]), args[1], args[2]
     if len(args) == 6:
         TP_SITES, TP_SITES_SRC = os.path.abspath(args[3]), args[4]
@@ -622,7 +651,7 @@ def main():
     if case is None:
         sys.exit(f"unknown case {name}")
     if name.endswith("_run") and TP_SITES is None:
-        sys.exit(f"case {name} needs TP_SITES and TP_SITES_SOURCE")
+        sys.exit(f"case {name} needs PROGRAM and SOURCE")
     with tempfile.TemporaryDirectory(prefix="tfa-formats-") as tmp:
         TMP = os.path.realpath(tmp)
         try:
