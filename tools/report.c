@@ -20,17 +20,22 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/profile_read.h"
+#include "tools/folded.h"
 #include "tools/json.h"
 #include "tools/stacks.h"
+#include "tools/pprof.h"
 
 #define REPORT_ERRLEN 1024
 
 enum report_format_e {
 	REPORT_TEXT,
 	REPORT_JSON,
+	REPORT_FOLDED,
+	REPORT_PPROF,
 };
 
 struct report_entry {
@@ -70,7 +75,8 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json] [--top N] [--by LIST] [-o FILE] PATH...\n"
+	fputs("usage: tfalloc report [--format text|json|folded|pprof] [--top N] [--by LIST]\n"
+	      "                      [-o FILE] PATH...\n"
 	      "       tfalloc report --diff [--format text|json] [--top N] [--by KEY] A B\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
@@ -80,11 +86,17 @@ tfa_report_usage(FILE *f)
 	      "\n"
 	      "Options:\n"
 	      "  --format text|json   text for people (the default), or JSON\n"
+	      "  --format folded      folded stacks for flame graphs (flamegraph.pl,\n"
+	      "                       inferno, speedscope): \"PROCESS;OUTER;...;INNER VALUE\"\n"
+	      "  --format pprof       gzip'd profile.proto for go tool pprof, Pyroscope,\n"
+	      "                       Parca (binary: needs -o FILE or a redirection)\n"
 	      "  --top N              rows per table of the text (default 10; 0: all)\n"
-	      "  --by LIST            the text's tables of allocation sites, comma-separated:\n"
+	      "  --by LIST            text: its tables of allocation sites, comma-separated:\n"
 	      "                       peak (bytes live at the peak), leaked (leaks by\n"
 	      "                       stack), total (bytes allocated), count (allocations);\n"
-	      "                       default: all four\n"
+	      "                       default: all four.  folded: the one figure of each\n"
+	      "                       stack: peak (the default), leaked, in-use (bytes live\n"
+	      "                       at the end, also of a snapshot), total, count\n"
 	      "  --diff A B           what grew from A to B (each a profile or a directory of\n"
 	      "                       a run), by site: sites are matched by their symbolized\n"
 	      "                       stacks, so runs of other builds and addresses compare;\n"
@@ -1589,6 +1601,33 @@ diff_key_of_tables(unsigned tables)
 }
 
 /* --------------------------------------------------------------------------
+ * Folded stacks and pprof (tools/folded.c, tools/pprof.c)
+ */
+
+static int
+report_stacks(FILE *f, const struct report *r, enum report_format_e format, enum tfa_folded_by_e by)
+{
+	const tfa_profile_t **profs = calloc(r->n + 1, sizeof(*profs));
+	char err[REPORT_ERRLEN];
+	int rc;
+
+	if (profs == NULL) {
+		fputs("tfalloc: report: out of memory\n", stderr);
+		return 1;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		profs[i] = &r->entries[i].prof;
+	if (format == REPORT_PPROF)
+		rc = tfa_pprof_write(f, profs, r->n, err, sizeof(err));
+	else
+		rc = tfa_folded_write(f, profs, r->n, by, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "tfalloc: report: %s\n", err);
+	free(profs);
+	return rc < 0 ? 1 : 0;
+}
+
+/* --------------------------------------------------------------------------
  * The command
  */
 
@@ -1656,7 +1695,8 @@ int
 tfa_cmd_report(int argc, char **argv)
 {
 	enum report_format_e format = REPORT_TEXT;
-	const char *out_path = NULL, *fmt = NULL, *top = NULL, *by = NULL;
+	const char *out_path = NULL, *fmt = NULL, *top = NULL, *by_name = NULL;
+	enum tfa_folded_by_e by = TFA_FOLDED_PEAK;
 	struct report r;
 	char **paths;
 	size_t npaths = 0;
@@ -1695,17 +1735,17 @@ tfa_cmd_report(int argc, char **argv)
 			else if (strcmp(a, "--top") == 0)
 				top = argv[++i];
 			else if (strcmp(a, "--by") == 0)
-				by = argv[++i];
+				by_name = argv[++i];
 			else
 				out_path = argv[++i];
 		} else if (strncmp(a, "--format=", 9) == 0) {
 			fmt = a + 9;
+		} else if (strncmp(a, "--by=", 5) == 0) {
+			by_name = a + 5;
 		} else if (strncmp(a, "--output=", 9) == 0) {
 			out_path = a + 9;
 		} else if (strncmp(a, "--top=", 6) == 0) {
 			top = a + 6;
-		} else if (strncmp(a, "--by=", 5) == 0) {
-			by = a + 5;
 		} else {
 			free(paths);
 			return report_usage_error("unknown option '%s'", a);
@@ -1713,18 +1753,36 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (fmt != NULL && strcmp(fmt, "json") == 0) {
 		format = REPORT_JSON;
+	} else if (fmt != NULL && strcmp(fmt, "folded") == 0) {
+		format = REPORT_FOLDED;
+	} else if (fmt != NULL && strcmp(fmt, "pprof") == 0) {
+		format = REPORT_PPROF;
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
-		return report_usage_error("unknown format '%s' (text or json)", fmt);
+		return report_usage_error("unknown format '%s' (text, json, folded or pprof)", fmt);
+	}
+	if (by_name != NULL && format == REPORT_PPROF) {
+		free(paths);
+		return report_usage_error("option --by does not apply to pprof: it holds every figure");
+	}
+	if (by_name != NULL && format == REPORT_FOLDED && tfa_folded_by_parse(by_name, &by) < 0) {
+		free(paths);
+		return report_usage_error("unknown figure '%s' for --by (peak, leaked, in-use, "
+		                          "total or count)",
+		                          by_name);
+	}
+	if (format == REPORT_PPROF && out_path == NULL && isatty(STDOUT_FILENO)) {
+		free(paths);
+		return report_usage_error("pprof output is binary: give -o FILE");
 	}
 	if (top != NULL && report_parse_top(top) < 0) {
 		free(paths);
 		return report_usage_error("--top '%s': not a count (0 for all)", top);
 	}
-	if (by != NULL && report_parse_by(by) < 0) {
+	if (by_name != NULL && format != REPORT_FOLDED && report_parse_by(by_name) < 0) {
 		free(paths);
 		return report_usage_error("--by '%s': a comma-separated list of peak, leaked, "
-		                          "total, count", by);
+		                          "total, count", by_name);
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);
@@ -1777,6 +1835,8 @@ tfa_cmd_report(int argc, char **argv)
 		diff_free(&d);
 	} else if (format == REPORT_JSON) {
 		report_json(out, &r);
+	} else if (format == REPORT_FOLDED || format == REPORT_PPROF) {
+		status |= report_stacks(out, &r, format, by);
 	} else {
 		report_text(out, &r);
 	}

@@ -410,7 +410,7 @@ def case_usage():
        "no path message")
     rc, out, err = tfalloc("report", "--format", "xml", "x.prof")
     eq(rc, 2, "bad format")
-    eq(err, "tfalloc: report: unknown format 'xml' (text or json) (see 'tfalloc report --help')\n",
+    eq(err, "tfalloc: report: unknown format 'xml' (text, json, folded or pprof) (see 'tfalloc report --help')\n",
        "bad format message")
     rc, out, err = tfalloc("report", "--bogus", "x.prof")
     eq(rc, 2, "unknown option")
