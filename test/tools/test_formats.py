@@ -456,7 +456,7 @@ def case_usage():
         rc, out, err = tfalloc("report", *args)
         eq((rc, out, err), (2, b"", "tfalloc: report: " + msg + see), f"usage: {args}")
     rc, out, err = tfalloc("report", "--help")
-    check(rc == 0 and b"--format folded" in out and b"--by FIGURE" in out
+    check(rc == 0 and b"--format folded" in out and b"--by LIST" in out
           and b"--format pprof" in out, "--help tells of folded, pprof and --by")
     # pprof is binary: not onto a terminal (script(1) gives the command one)
     if os.path.exists("/usr/bin/script"):
