@@ -60,7 +60,12 @@ static struct {
 	uint64_t sample_bytes;  /* mean interval of sampled stacks; 0: every allocation */
 	uintptr_t self_lo, self_hi; /* the shim's own code: its frames are never recorded */
 	uint32_t checked;       /* stack ids up to this one had their modules checked */
+	uint32_t max;           /* distinct stacks kept whole (TFALLOC_MAX_STACKS) */
+	uint64_t truncated;     /* allocations whose new stack came when the table was full */
 } stacks;
+
+/* Frames a new stack keeps once the table holds stacks.max whole ones. */
+#define TRUNCATED_DEPTH 8u
 
 static tfa_sites_t process_sites;
 
@@ -264,7 +269,22 @@ capture_stack(void)
 	if (depth == 0)
 		return 0;
 	tfa_guard_enter();
-	uint32_t id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+	uint32_t id;
+	if (tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
+		id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+	} else {
+		/*
+		 * Full (deep recursion that branches makes a stack per call):
+		 * known stacks are still found; a new one keeps its innermost
+		 * frames, which name the site, in the room left above the limit.
+		 */
+		id = tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
+		if (id == 0) {
+			depth = TFA_MIN(depth, TRUNCATED_DEPTH);
+			id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+			__atomic_fetch_add(&stacks.truncated, 1, __ATOMIC_RELAXED);
+		}
+	}
 	if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED)))
 		check_new_stack(id, pcs + skip, depth);
 	tfa_guard_exit();
@@ -552,6 +572,10 @@ init_stacks(void)
 	}
 	stacks.depth = (unsigned)depth;
 	stacks.sample_bytes = opts.sample_bytes;
+	stacks.max = opts.max_stacks < 16 ? 16 : opts.max_stacks > TFA_STACK_ID_MAX / 2 ? TFA_STACK_ID_MAX / 2
+									       : (uint32_t)opts.max_stacks;
+	/* Room for the truncated stacks above the limit, and no more. */
+	tfa_stack_table_set_limit(&tfa_process_stacks, stacks.max + stacks.max / 4);
 	cpu_tracker.sites = &process_sites;
 	__atomic_store_n(&stacks.mode, mode, __ATOMIC_RELEASE);
 }
@@ -774,6 +798,8 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_u32(w, (uint32_t)mode);
 	tfa_pw_u32(w, stacks.depth);
 	tfa_pw_u64(w, stacks.sample_bytes);
+	tfa_pw_u64(w, __atomic_load_n(&stacks.truncated, __ATOMIC_RELAXED));
+	tfa_pw_u32(w, stacks.max);
 	tfa_pw_end(w);
 	if (mode == TFA_STACKS_NONE)
 		return;

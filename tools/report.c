@@ -572,6 +572,8 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_u64(j, "depth", p->stack_depth);
 	tfa_json_kv_u64(j, "sample_bytes", p->sample_bytes);
 	tfa_json_kv_u64(j, "distinct", p->nstacks);
+	tfa_json_kv_u64(j, "max_stacks", p->max_stacks);
+	tfa_json_kv_u64(j, "truncated_allocations", p->stacks_truncated);
 	tfa_json_end_object(j);
 
 	tfa_json_key(j, "devices");
@@ -1067,6 +1069,11 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 			text_bytes(f, p->sample_bytes);
 			fputs(" on average (site figures are estimates)", f);
 		}
+		if (p->stacks_truncated != 0)
+			fprintf(f, "\n  note:       the stack table was full (%" PRIu32 " stacks, "
+			           "TFALLOC_MAX_STACKS): %" PRIu64 " allocations kept only their "
+			           "innermost frames",
+			        p->max_stacks, p->stacks_truncated);
 	}
 	fputc('\n', f);
 }

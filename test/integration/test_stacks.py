@@ -15,6 +15,10 @@ Cases:
   dlopen         tp_dlopen: leaks made by two libraries mapped one after the
                  other at the same address, both dlclose'd, are named in the
                  right one (dlib_a_make, dlib_b_make)
+  max_stacks     TFALLOC_MAX_STACKS=16 on python3: the table stops at 16 whole
+                 stacks (+ a quarter for truncated ones), later new stacks keep
+                 their 8 innermost frames, the report says how many, and the
+                 sites still add up to the device's figures
   debuglink      tp_sites stripped of its debug information, which sits in a
                  separate file behind .gnu_debuglink: still named with file
                  and line; stripped of everything: frames give module and
@@ -201,6 +205,26 @@ def case_dlopen(ctx):
     T.check_eq(sum(l["blocks"] for l in loops), 5, "blocks of 100 bytes leaked in dlib_a_make")
 
 
+def case_max_stacks(ctx):
+    argv = ["/usr/bin/python3", "-c", "import json, email.parser, sqlite3\nprint(len(json.dumps([str(i) for i in range(5000)])))"]
+    plain = ctx.run_plain(argv)
+    r, rep = ctx.run_and_report(argv, what="python3", env={"PYTHONMALLOC": "malloc",
+                                                          "TFALLOC_MAX_STACKS": "16"})
+    T.same_output(plain, r, "python3")
+    proc = T.only_process(rep, "python3")
+    st = proc["stacks"]
+    T.check_eq(st["max_stacks"], 16, "max_stacks")
+    T.check_range(st["distinct"], 16, 20, "distinct stacks (16 whole + up to 4 truncated)")
+    T.check_ge(st["truncated_allocations"], 1000, "allocations with a truncated stack")
+    dev = T.device(proc)
+    T.check(sum(s["total_bytes"] for s in proc["sites"]) <= dev["total_bytes"], "sites' total")
+    for s in proc["sites"]:
+        real = [f for f in s["stack"] if not f.get("inlined")]
+        T.check(len(real) <= 32, "a stack of %d frames" % len(real))
+    text = ctx._run([ctx.tool, "report", "--by", "peak", r.outdir], ctx.env(), None, 60, "report").out
+    T.check("the stack table was full (16 stacks, TFALLOC_MAX_STACKS)" in text, "text:\n" + text[:1500])
+
+
 def objcopy(ctx, *args):
     r = ctx._run(["objcopy"] + list(args), ctx.env(), None, 60, "objcopy")
     T.check_eq(r.returncode, 0, "objcopy %s\n%s" % (" ".join(args), r.describe()))
@@ -308,6 +332,7 @@ T.main({
     "sampled": case_sampled,
     "depth": case_depth,
     "dlopen": case_dlopen,
+    "max_stacks": case_max_stacks,
     "debuglink": case_debuglink,
     "diff": case_diff,
     "python3": case_python3,

@@ -154,7 +154,8 @@ def case_json_single():
         "error_totals": {"double_free": 1, "invalid_free": 2, "mismatched_free": 0,
                          "not_recorded": 0},
         # A profile without a CONFIG record (tfalloc before stacks): no stacks, no sites.
-        "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0},
+        "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0, "max_stacks": 0,
+                   "truncated_allocations": 0},
         "sites": [],
         "timeline": [],
     }
