@@ -546,9 +546,9 @@ init_stacks(void)
 		tfa_log("TFALLOC_STACKS=\"%.*s\": not one of unwind, fp, none; using unwind", 64,
 			opts.stacks);
 	if (depth < 1 || depth > 128) {
-		tfa_log("TFALLOC_STACK_DEPTH=%llu: out of range (1 to 128); using 32",
+		tfa_log("TFALLOC_STACK_DEPTH=%llu: out of range (1 to 128); using 64",
 			(unsigned long long)depth);
-		depth = 32;
+		depth = 64;
 	}
 	if (mode == TFA_STACKS_NONE)
 		return;

@@ -317,7 +317,7 @@ def case_python3(ctx):
     for s in proc["sites"]:
         names = functions(s["stack"])
         allocs += s["num_allocs"]
-        if "main" in names or "start_thread" in names or "clone3" in names or "_start" in names:
+        if {"main", "__libc_start_call_main", "start_thread", "clone3", "_start"} & set(names):
             complete += s["num_allocs"]
     share = complete / max(allocs, 1)
     print("python3: %d of %d allocations (%.1f%%) have a stack that reaches main or a "
