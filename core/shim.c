@@ -107,9 +107,13 @@ struct error_row {
 	uint32_t kind;
 	uint8_t made_by;
 	uint8_t freed_by;
+	uint32_t stack_id;       /* of the offending call, when it was first seen */
+	uint32_t alloc_stack_id; /* of the allocation, when the record was at hand */
 	uintptr_t address;
 	uint64_t count;
 };
+
+static uint32_t capture_stack(void);
 
 static tfa_lock_t errors_lock = TFA_LOCK_INIT;
 static struct error_row *error_rows; /* arena memory, MAX_ERROR_ROWS */
@@ -135,9 +139,15 @@ kind_call(uint8_t kind, bool allocating)
 }
 
 static void
-record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by)
+record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by,
+	     uint32_t alloc_stack_id)
 {
 	bool print;
+	/* Taken before the lock: capturing may take the stack table's. */
+	uint32_t stack_id = __atomic_load_n(&stacks.mode, __ATOMIC_ACQUIRE) != TFA_STACKS_NONE
+				    && !tfa_guard_active()
+			    ? capture_stack()
+			    : 0;
 
 	tfa_lock(&errors_lock);
 	error_totals[kind - 1]++;
@@ -156,6 +166,8 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 		row->address = address;
 		row->made_by = made_by;
 		row->freed_by = freed_by;
+		row->stack_id = stack_id;
+		row->alloc_stack_id = alloc_stack_id;
 	}
 	if (row != NULL)
 		row->count++;
@@ -193,13 +205,14 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 {
 	switch (r) {
 	case TFA_FREE_DOUBLE:
-		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by);
+		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_INVALID:
-		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by);
+		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_MISMATCH:
-		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by);
+		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by,
+			     info->stack_id);
 		break;
 	default:
 		break;
@@ -934,8 +947,8 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 		tfa_pw_begin(w, TFA_REC_ERROR);
 		tfa_pw_u32(w, row->kind);
 		tfa_pw_u64(w, row->address);
-		tfa_pw_u32(w, 0);
-		tfa_pw_u32(w, 0);
+		tfa_pw_u32(w, row->stack_id);
+		tfa_pw_u32(w, row->alloc_stack_id);
 		tfa_pw_u64(w, row->count);
 		tfa_pw_str(w, detail);
 		tfa_pw_end(w);

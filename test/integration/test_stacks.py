@@ -27,6 +27,9 @@ Cases:
   diff           tfalloc report --diff of tp_sites with 64 and with 128
                  cache blocks (two runs, other addresses): the cache site grew
                  by 64 blocks, 256 KiB, and no other site changed
+  errors         tp_errors: every double, invalid and mismatched free has the
+                 stack of the offending call (main in tp_errors.cpp), and a
+                 mismatched one also that of the allocation
   python3        a real interpreter: how many stacks reach main or a thread's
                  start (printed; most must)
 """
@@ -303,6 +306,24 @@ def case_diff(ctx):
     T.check_eq(bad.returncode, 2, "--diff with one PATH: usage error")
 
 
+def case_errors(ctx):
+    path = ctx.prog("tp_errors")
+    r, rep = ctx.run_and_report([path], what="tp_errors", expect_status=None)
+    proc = T.only_process(rep, "tp_errors")
+    errs = proc["errors"]
+    T.check_ge(len(errs), 6, "error rows")
+    for e in errs:
+        what = "%s of %s" % (e["kind"], e["address"])
+        T.check(e["stack"], what + ": no stack")
+        f = e["stack"][0]
+        T.check_eq(f.get("function"), "main", what + ": innermost frame")
+        T.check(str(f.get("file", "")).endswith("/tp_errors.cpp"), what + ": file %r" % f.get("file"))
+        if e["kind"] == "mismatched_free":
+            T.check(e["alloc_stack"] and e["alloc_stack"][0].get("function") == "main",
+                    what + ": the allocation's stack %r" % e["alloc_stack"][:1])
+            T.check(e["alloc_stack"][0]["line"] < f["line"], what + ": allocated before it was freed")
+
+
 def case_python3(ctx):
     script = "import threading\n" \
              "def work():\n    return [str(i) * 3 for i in range(20000)]\n" \
@@ -335,5 +356,6 @@ T.main({
     "max_stacks": case_max_stacks,
     "debuglink": case_debuglink,
     "diff": case_diff,
+    "errors": case_errors,
     "python3": case_python3,
 })
