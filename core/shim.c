@@ -4,6 +4,7 @@
  * profile written at exit, fork.
  *
  * Lock order (outer first; no lock is held across a call into foreign code):
+ *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
  *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock
  *   threads lock and the registry lock are never held with another.
  */
