@@ -57,7 +57,9 @@ enum tfa_prof_record_type_e {
 	/*
 	 * How stacks were recorded: u32 stacks mode (enum tfa_prof_stacks_mode_e),
 	 * u32 frames kept per stack at most, u64 sample_bytes (mean interval of
-	 * sampled stacks; 0: every allocation has its stack).
+	 * sampled stacks; 0: every allocation has its stack); then (absent in
+	 * older files) u64 truncated (allocations whose new stack came when the
+	 * table was full and kept its innermost frames only), u32 max_stacks.
 	 */
 	TFA_REC_CONFIG = 6,
 	/*

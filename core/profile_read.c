@@ -355,6 +355,11 @@ parse_config(struct record *r, size_t off)
 	    || read_u32(r, "stack_depth", &p->stack_depth) < 0
 	    || read_u64(r, "sample_bytes", &p->sample_bytes) < 0)
 		return -1;
+	/* Fields a later writer appended: absent in older files. */
+	if (record_left(r) >= 12
+	    && (read_u64(r, "truncated", &p->stacks_truncated) < 0
+	        || read_u32(r, "max_stacks", &p->max_stacks) < 0))
+		return -1;
 	p->has_config = true;
 	return 0;
 }

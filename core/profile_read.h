@@ -125,6 +125,8 @@ typedef struct tfa_profile_s {
 	uint32_t stacks_mode;  /* enum tfa_prof_stacks_mode_e */
 	uint32_t stack_depth;  /* frames kept per stack at most */
 	uint64_t sample_bytes; /* 0: every allocation has its stack */
+	uint64_t stacks_truncated; /* allocations with a truncated stack: the table was full */
+	uint32_t max_stacks;       /* the table's limit of whole stacks; 0: unknown */
 
 	tfa_profile_module_t *modules; /* in the order of discovery */
 	size_t nmodules;

@@ -4,6 +4,7 @@
  * profile written at exit, fork.
  *
  * Lock order (outer first; no lock is held across a call into foreign code):
+ *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
  *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock
  *   threads lock and the registry lock are never held with another.
  */
@@ -60,7 +61,12 @@ static struct {
 	uint64_t sample_bytes;  /* mean interval of sampled stacks; 0: every allocation */
 	uintptr_t self_lo, self_hi; /* the shim's own code: its frames are never recorded */
 	uint32_t checked;       /* stack ids up to this one had their modules checked */
+	uint32_t max;           /* distinct stacks kept whole (TFALLOC_MAX_STACKS) */
+	uint64_t truncated;     /* allocations whose new stack came when the table was full */
 } stacks;
+
+/* Frames a new stack keeps once the table holds stacks.max whole ones. */
+#define TRUNCATED_DEPTH 8u
 
 static tfa_sites_t process_sites;
 
@@ -102,9 +108,13 @@ struct error_row {
 	uint32_t kind;
 	uint8_t made_by;
 	uint8_t freed_by;
+	uint32_t stack_id;       /* of the offending call, when it was first seen */
+	uint32_t alloc_stack_id; /* of the allocation, when the record was at hand */
 	uintptr_t address;
 	uint64_t count;
 };
+
+static uint32_t capture_stack(void);
 
 static tfa_lock_t errors_lock = TFA_LOCK_INIT;
 static struct error_row *error_rows; /* arena memory, MAX_ERROR_ROWS */
@@ -130,9 +140,15 @@ kind_call(uint8_t kind, bool allocating)
 }
 
 static void
-record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by)
+record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by,
+	     uint32_t alloc_stack_id)
 {
 	bool print;
+	/* Taken before the lock: capturing may take the stack table's. */
+	uint32_t stack_id = __atomic_load_n(&stacks.mode, __ATOMIC_ACQUIRE) != TFA_STACKS_NONE
+				    && !tfa_guard_active()
+			    ? capture_stack()
+			    : 0;
 
 	tfa_lock(&errors_lock);
 	error_totals[kind - 1]++;
@@ -151,6 +167,8 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 		row->address = address;
 		row->made_by = made_by;
 		row->freed_by = freed_by;
+		row->stack_id = stack_id;
+		row->alloc_stack_id = alloc_stack_id;
 	}
 	if (row != NULL)
 		row->count++;
@@ -188,13 +206,14 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 {
 	switch (r) {
 	case TFA_FREE_DOUBLE:
-		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by);
+		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_INVALID:
-		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by);
+		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_MISMATCH:
-		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by);
+		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by,
+			     info->stack_id);
 		break;
 	default:
 		break;
@@ -264,7 +283,22 @@ capture_stack(void)
 	if (depth == 0)
 		return 0;
 	tfa_guard_enter();
-	uint32_t id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+	uint32_t id;
+	if (tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
+		id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+	} else {
+		/*
+		 * Full (deep recursion that branches makes a stack per call):
+		 * known stacks are still found; a new one keeps its innermost
+		 * frames, which name the site, in the room left above the limit.
+		 */
+		id = tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
+		if (id == 0) {
+			depth = TFA_MIN(depth, TRUNCATED_DEPTH);
+			id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
+			__atomic_fetch_add(&stacks.truncated, 1, __ATOMIC_RELAXED);
+		}
+	}
 	if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED)))
 		check_new_stack(id, pcs + skip, depth);
 	tfa_guard_exit();
@@ -526,9 +560,9 @@ init_stacks(void)
 		tfa_log("TFALLOC_STACKS=\"%.*s\": not one of unwind, fp, none; using unwind", 64,
 			opts.stacks);
 	if (depth < 1 || depth > 128) {
-		tfa_log("TFALLOC_STACK_DEPTH=%llu: out of range (1 to 128); using 32",
+		tfa_log("TFALLOC_STACK_DEPTH=%llu: out of range (1 to 128); using 64",
 			(unsigned long long)depth);
-		depth = 32;
+		depth = 64;
 	}
 	if (mode == TFA_STACKS_NONE)
 		return;
@@ -552,6 +586,10 @@ init_stacks(void)
 	}
 	stacks.depth = (unsigned)depth;
 	stacks.sample_bytes = opts.sample_bytes;
+	stacks.max = opts.max_stacks < 16 ? 16 : opts.max_stacks > TFA_STACK_ID_MAX / 2 ? TFA_STACK_ID_MAX / 2
+									       : (uint32_t)opts.max_stacks;
+	/* Room for the truncated stacks above the limit, and no more. */
+	tfa_stack_table_set_limit(&tfa_process_stacks, stacks.max + stacks.max / 4);
 	cpu_tracker.sites = &process_sites;
 	__atomic_store_n(&stacks.mode, mode, __ATOMIC_RELEASE);
 }
@@ -774,6 +812,8 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_u32(w, (uint32_t)mode);
 	tfa_pw_u32(w, stacks.depth);
 	tfa_pw_u64(w, stacks.sample_bytes);
+	tfa_pw_u64(w, __atomic_load_n(&stacks.truncated, __ATOMIC_RELAXED));
+	tfa_pw_u32(w, stacks.max);
 	tfa_pw_end(w);
 	if (mode == TFA_STACKS_NONE)
 		return;
@@ -908,8 +948,8 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 		tfa_pw_begin(w, TFA_REC_ERROR);
 		tfa_pw_u32(w, row->kind);
 		tfa_pw_u64(w, row->address);
-		tfa_pw_u32(w, 0);
-		tfa_pw_u32(w, 0);
+		tfa_pw_u32(w, row->stack_id);
+		tfa_pw_u32(w, row->alloc_stack_id);
 		tfa_pw_u64(w, row->count);
 		tfa_pw_str(w, detail);
 		tfa_pw_end(w);

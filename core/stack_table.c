@@ -240,7 +240,8 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 			goto out_unlock;
 		}
 	}
-	if (t->count >= TFA_STACK_ID_MAX || !index_make_room(t))
+	if (t->count >= TFA_STACK_ID_MAX || (t->limit != 0 && t->count >= t->limit)
+	    || !index_make_room(t))
 		goto out_unlock;
 	const tfa_stack_rec_t **slot = dir_slot(t, t->count + 1);
 	if (slot == NULL)
@@ -280,6 +281,26 @@ tfa_stack_table_intern(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned dept
 			return rec->id;
 	}
 	return intern_slow(t, pcs, depth, h);
+}
+
+uint32_t
+tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth)
+{
+	if (depth == 0)
+		return 0;
+	if (depth > TFA_STACK_DEPTH_MAX)
+		depth = TFA_STACK_DEPTH_MAX;
+	uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
+	if (index == 0)
+		return 0;
+	const tfa_stack_rec_t *rec = index_find(index, stack_hash(pcs, depth), pcs, depth);
+	return rec != NULL ? rec->id : 0;
+}
+
+void
+tfa_stack_table_set_limit(tfa_stack_table_t *t, uint32_t limit)
+{
+	t->limit = limit;
 }
 
 unsigned

@@ -73,6 +73,7 @@ typedef struct tfa_stack_table_s {
 	size_t chunk_left;
 	void *chunks;  /* every chunk, linked through its first word */
 	size_t mapped; /* bytes mapped for the table; read without the lock */
+	uint32_t limit; /* ids past this are not handed out; 0: TFA_STACK_ID_MAX */
 	tfa_stack_slot_t *indexes[TFA_STACK_INDEX_LG_MAX + 1]; /* each one mapped, by lg_cap */
 	const tfa_stack_rec_t **dir[TFA_STACK_DIR_LEAVES];
 } tfa_stack_table_t;
@@ -90,6 +91,15 @@ extern tfa_stack_table_t tfa_process_stacks;
  * [hot path] [never allocates] [takes table lock when the stack is new]
  */
 uint32_t tfa_stack_table_intern(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth);
+
+/* The id of stack pcs[0..depth) if it is in the table, else 0: never inserts.  [lock-free] */
+uint32_t tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth);
+
+/*
+ * At most `limit` stacks (0: TFA_STACK_ID_MAX): past it, intern finds known
+ * stacks and returns 0 for new ones.  Set before the table is used.
+ */
+void tfa_stack_table_set_limit(tfa_stack_table_t *t, uint32_t limit);
 
 /*
  * The depth of stack id, and in *pcs its frames, which stay where they are

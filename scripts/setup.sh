@@ -11,6 +11,10 @@ packages=(
 	cmake make gcc g++ pkg-config binutils libc6-dev
 	# the symbolizer of tfalloc report (elfutils' libdw and libelf)
 	libdw-dev libelf-dev
+	# gzip of tfalloc report --format pprof
+	zlib1g-dev
+	# the pprof tests: protoc decodes the output with pprof's own profile.proto
+	protobuf-compiler golang-github-google-pprof-dev
 	# the real jemalloc the shim uses (its PIC archive) and programs that link it
 	libjemalloc-dev libjemalloc2
 	# unit tests, and the shim under memcheck

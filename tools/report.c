@@ -20,18 +20,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/profile_read.h"
+#include "tools/folded.h"
 #include "tools/html.h"
 #include "tools/json.h"
 #include "tools/stacks.h"
+#include "tools/pprof.h"
 
 #define REPORT_ERRLEN 1024
 
 enum report_format_e {
 	REPORT_TEXT,
 	REPORT_JSON,
+	REPORT_FOLDED,
+	REPORT_PPROF,
 	REPORT_HTML, /* tools/html.c */
 };
 
@@ -72,7 +77,9 @@ struct report {
 void
 tfa_report_usage(FILE *f)
 {
-	fputs("usage: tfalloc report [--format text|json|html] [--top N] [--by LIST] [-o FILE] PATH...\n"
+	fputs("usage: tfalloc report [--format text|json|folded|pprof|html] [--top N] [--by LIST]\n"
+	      "                      [-o FILE] PATH...\n"
+	      "       tfalloc report --diff [--format text|json] [--top N] [--by KEY] A B\n"
 	      "\n"
 	      "Shows profile files.  A PATH that is a directory stands for every *.prof\n"
 	      "file in it, ordered by pid, then start time.  Call stacks are symbolized\n"
@@ -80,14 +87,24 @@ tfa_report_usage(FILE *f)
 	      "debug information exists, else module+offset).\n"
 	      "\n"
 	      "Options:\n"
-	      "  --format text|json|html\n"
-	      "                       text for people (the default), JSON, or one\n"
-	      "                       self-contained HTML page (plots, flame graphs)\n"
+	      "  --format text|json   text for people (the default), or JSON\n"
+	      "  --format folded      folded stacks for flame graphs (flamegraph.pl,\n"
+	      "                       inferno, speedscope): \"PROCESS;OUTER;...;INNER VALUE\"\n"
+	      "  --format pprof       gzip'd profile.proto for go tool pprof, Pyroscope,\n"
+	      "                       Parca (binary: needs -o FILE or a redirection)\n"
+	      "  --format html        one self-contained HTML page: summary, memory over\n"
+	      "                       time, flame graphs of the peak and the leaks\n"
 	      "  --top N              rows per table of the text (default 10; 0: all)\n"
-	      "  --by LIST            the text's tables of allocation sites, comma-separated:\n"
+	      "  --by LIST            text: its tables of allocation sites, comma-separated:\n"
 	      "                       peak (bytes live at the peak), leaked (leaks by\n"
 	      "                       stack), total (bytes allocated), count (allocations);\n"
-	      "                       default: all four\n"
+	      "                       default: all four.  folded: the one figure of each\n"
+	      "                       stack: peak (the default), leaked, in-use (bytes live\n"
+	      "                       at the end, also of a snapshot), total, count\n"
+	      "  --diff A B           what grew from A to B (each a profile or a directory of\n"
+	      "                       a run), by site: sites are matched by their symbolized\n"
+	      "                       stacks, so runs of other builds and addresses compare;\n"
+	      "                       sorted by the first --by key (default: peak)\n"
 	      "  -o, --output FILE    write to FILE instead of stdout\n"
 	      "  -h, --help           this help\n"
 	      "\n"
@@ -559,6 +576,8 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_u64(j, "depth", p->stack_depth);
 	tfa_json_kv_u64(j, "sample_bytes", p->sample_bytes);
 	tfa_json_kv_u64(j, "distinct", p->nstacks);
+	tfa_json_kv_u64(j, "max_stacks", p->max_stacks);
+	tfa_json_kv_u64(j, "truncated_allocations", p->stacks_truncated);
 	tfa_json_end_object(j);
 
 	tfa_json_key(j, "devices");
@@ -1067,6 +1086,11 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 			text_bytes(f, p->sample_bytes);
 			fputs(" on average (site figures are estimates)", f);
 		}
+		if (p->stacks_truncated != 0)
+			fprintf(f, "\n  note:       the stack table was full (%" PRIu32 " stacks, "
+			           "TFALLOC_MAX_STACKS): %" PRIu64 " allocations kept only their "
+			           "innermost frames",
+			        p->max_stacks, p->stacks_truncated);
 	}
 	fputc('\n', f);
 }
@@ -1208,6 +1232,426 @@ report_text(FILE *f, struct report *r)
 }
 
 /* --------------------------------------------------------------------------
+ * --diff A B: what grew between two runs, by site
+ *
+ * Addresses differ between runs (ASLR, another build), so sites are matched
+ * by their symbolized stacks: each frame's function, file and line, or its
+ * module and offset where nothing better is known.  Every process of a PATH
+ * adds to it (a directory of a whole run is compared with another).
+ */
+
+enum diff_key_e { DK_PEAK, DK_LEAKED, DK_TOTAL, DK_COUNT, DK_N };
+
+static const char *const diff_key_names[DK_N] = { "bytes_at_peak", "leaked_bytes", "total_bytes",
+	                                          "num_allocs" };
+
+struct diff_site {
+	char *sig;      /* frames, innermost first: "function\x1ffile\x1fline\x1fmodule\x1e"... */
+	double v[2][DK_N]; /* [0]: A, [1]: B */
+};
+
+struct diff {
+	struct diff_site *sites;
+	size_t n, cap;
+	size_t *slots; /* open addressing over sites by signature; SIZE_MAX: empty */
+	size_t nslots;
+	double dev[2][DK_N]; /* the devices' figures: peak, bytes in use at the end, total, allocs */
+	size_t nproc[2];
+	bool oom;
+};
+
+struct sig_buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void
+sig_put(struct sig_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (b->len + n + 1 > b->cap) {
+		size_t ncap = (b->cap == 0 ? 256 : b->cap * 2) + n;
+		char *p = realloc(b->s, ncap);
+		if (p == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = ncap;
+	}
+	memcpy(b->s + b->len, s, n + 1);
+	b->len += n;
+}
+
+static void
+sig_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
+{
+	struct sig_buf *b = ctx;
+	char num[48];
+
+	(void)index;
+	sig_put(b, fr->function != NULL ? fr->function : "");
+	sig_put(b, "\x1f");
+	sig_put(b, fr->file != NULL ? fr->file : "");
+	sig_put(b, "\x1f");
+	snprintf(num, sizeof(num), "%" PRIu32, fr->line);
+	sig_put(b, fr->line != 0 ? num : "");
+	sig_put(b, "\x1f");
+	if (fr->function == NULL && fr->file == NULL && fr->module != NULL) {
+		/* Nothing better: the module's name and the offset, the same in every run. */
+		snprintf(num, sizeof(num), "+0x%" PRIx64, fr->module_offset);
+		sig_put(b, tfa_base_name(fr->module));
+		sig_put(b, num);
+	} else if (fr->module != NULL) {
+		sig_put(b, tfa_base_name(fr->module));
+	}
+	sig_put(b, "\x1e");
+}
+
+static uint64_t
+sig_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603u;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211u;
+	return h;
+}
+
+/* The row of signature sig (taken over by the diff when new); NULL when memory ran out. */
+static struct diff_site *
+diff_row(struct diff *d, char *sig)
+{
+	if (d->n * 2 >= d->nslots) {
+		size_t nslots = d->nslots == 0 ? 1024 : d->nslots * 2;
+		size_t *slots = malloc(nslots * sizeof(*slots));
+		if (slots == NULL)
+			return NULL;
+		for (size_t i = 0; i < nslots; i++)
+			slots[i] = SIZE_MAX;
+		for (size_t k = 0; k < d->n; k++) {
+			size_t i = (size_t)sig_hash(d->sites[k].sig) & (nslots - 1);
+			while (slots[i] != SIZE_MAX)
+				i = (i + 1) & (nslots - 1);
+			slots[i] = k;
+		}
+		free(d->slots);
+		d->slots = slots;
+		d->nslots = nslots;
+	}
+	size_t i = (size_t)sig_hash(sig) & (d->nslots - 1);
+	for (; d->slots[i] != SIZE_MAX; i = (i + 1) & (d->nslots - 1)) {
+		if (strcmp(d->sites[d->slots[i]].sig, sig) == 0) {
+			free(sig);
+			return &d->sites[d->slots[i]];
+		}
+	}
+	void *arr = d->sites;
+	if (report_push(&arr, d->n, &d->cap, sizeof(*d->sites)) < 0)
+		return NULL;
+	d->sites = arr;
+	struct diff_site *row = &d->sites[d->n];
+	memset(row, 0, sizeof(*row));
+	row->sig = sig;
+	d->slots[i] = d->n++;
+	return row;
+}
+
+static void
+diff_add(struct diff *d, struct report *r, int side)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct report_entry *e = &r->entries[i];
+		const tfa_profile_t *p = &e->prof;
+
+		d->nproc[side]++;
+		for (size_t k = 0; k < p->ndevices; k++) {
+			d->dev[side][DK_PEAK] += (double)p->devices[k].f[TFA_DEV_PEAK_BYTES_IN_USE];
+			d->dev[side][DK_LEAKED] += (double)p->devices[k].f[TFA_DEV_BYTES_IN_USE];
+			d->dev[side][DK_TOTAL] += (double)p->devices[k].f[TFA_DEV_TOTAL_BYTES];
+			d->dev[side][DK_COUNT] += (double)p->devices[k].f[TFA_DEV_NUM_ALLOCS];
+		}
+		for (size_t k = 0; k < p->nsites && !d->oom; k++) {
+			const tfa_profile_site_t *site = &p->sites[k];
+			struct sig_buf b = { 0 };
+			double v[TFA_SITEF_FIELD_COUNT];
+
+			if (!for_each_frame(e, site->stack_id, sig_frame, &b))
+				sig_put(&b, "");
+			if (b.oom) {
+				free(b.s);
+				d->oom = true;
+				break;
+			}
+			struct diff_site *row = diff_row(d, b.s);
+			if (row == NULL) {
+				free(b.s);
+				d->oom = true;
+				break;
+			}
+			tfa_site_estimate(p, site, v);
+			row->v[side][DK_PEAK] += v[TFA_SITEF_BYTES_AT_PEAK];
+			row->v[side][DK_LEAKED] += p->complete ? v[TFA_SITEF_BYTES_IN_USE] : 0;
+			row->v[side][DK_TOTAL] += v[TFA_SITEF_TOTAL_BYTES];
+			row->v[side][DK_COUNT] += v[TFA_SITEF_NUM_ALLOCS];
+		}
+	}
+}
+
+static int diff_sort_key;
+
+static int
+diff_row_cmp(const void *a, const void *b)
+{
+	const struct diff_site *x = a, *y = b;
+	double dx = x->v[1][diff_sort_key] - x->v[0][diff_sort_key];
+	double dy = y->v[1][diff_sort_key] - y->v[0][diff_sort_key];
+
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return strcmp(x->sig, y->sig);
+}
+
+/* Calls fn(ctx, function, file, line, module) for each frame of a signature. */
+static void
+diff_frames(const char *sig, void (*fn)(void *ctx, const char *const f[4]), void *ctx)
+{
+	char buf[4][1024];
+	const char *fields[4];
+
+	while (*sig != '\0') {
+		for (int k = 0; k < 4; k++) {
+			size_t n = strcspn(sig, k < 3 ? "\x1f" : "\x1e");
+			snprintf(buf[k], sizeof(buf[k]), "%.*s", (int)TFA_MIN(n, sizeof(buf[k]) - 1), sig);
+			fields[k] = buf[k];
+			sig += n;
+			if (*sig != '\0')
+				sig++;
+		}
+		fn(ctx, fields);
+	}
+}
+
+struct diff_text_frames {
+	FILE *f;
+	unsigned index;
+	bool below_main;
+};
+
+static void
+diff_text_frame(void *ctx, const char *const fld[4])
+{
+	struct diff_text_frames *t = ctx;
+
+	if (t->below_main)
+		return;
+	t->below_main = strcmp(fld[0], "main") == 0;
+	fprintf(t->f, "      #%u ", t->index++);
+	text_str(t->f, fld[0][0] != '\0' ? fld[0] : fld[3]);
+	if (fld[1][0] != '\0') {
+		fputc(' ', t->f);
+		text_str(t->f, fld[1]);
+		if (fld[2][0] != '\0')
+			fprintf(t->f, ":%s", fld[2]);
+	}
+	fputc('\n', t->f);
+}
+
+static void
+text_signed_bytes(FILE *f, double delta)
+{
+	fputc(delta < 0 ? '-' : '+', f);
+	text_bytes(f, round_u64(delta < 0 ? -delta : delta));
+}
+
+static void
+diff_text(FILE *f, struct diff *d, const char *a, const char *b, int key)
+{
+	static const char *const labels[DK_N] = { "peak in use:", "in use at end:",
+		                                  "total allocated:", "allocations:" };
+	static const char *const titles[DK_N] = { "bytes at the peak", "bytes leaked",
+		                                  "bytes allocated", "allocations" };
+
+	fprintf(f, "diff: %s (%zu %s) -> %s (%zu %s)\n", a, d->nproc[0],
+	        d->nproc[0] == 1 ? "process" : "processes", b, d->nproc[1],
+	        d->nproc[1] == 1 ? "process" : "processes");
+	for (int k = 0; k < DK_N; k++) {
+		text_label(f, labels[k]);
+		if (k == DK_COUNT)
+			fprintf(f, "%" PRIu64 " -> %" PRIu64 " (%+.0f)\n", round_u64(d->dev[0][k]),
+			        round_u64(d->dev[1][k]), d->dev[1][k] - d->dev[0][k]);
+		else {
+			text_bytes(f, round_u64(d->dev[0][k]));
+			fputs(" -> ", f);
+			text_bytes(f, round_u64(d->dev[1][k]));
+			fputs(" (", f);
+			text_signed_bytes(f, d->dev[1][k] - d->dev[0][k]);
+			fputs(")\n", f);
+		}
+	}
+	diff_sort_key = key;
+	qsort(d->sites, d->n, sizeof(*d->sites), diff_row_cmp);
+	for (int grew = 1; grew >= 0; grew--) {
+		size_t n = 0;
+		for (size_t i = 0; i < d->n; i++) {
+			double delta = d->sites[i].v[1][key] - d->sites[i].v[0][key];
+			n += grew ? delta >= 0.5 : delta <= -0.5;
+		}
+		size_t shown = ropts.top == 0 ? n : TFA_MIN(n, ropts.top);
+		fprintf(f, "  sites that %s, by %s: %zu of %zu\n", grew ? "grew" : "shrank", titles[key],
+		        shown, n);
+		for (size_t k = 0, done = 0; k < d->n && done < shown; k++) {
+			size_t i = grew ? k : d->n - 1 - k;
+			const struct diff_site *s = &d->sites[i];
+			double delta = s->v[1][key] - s->v[0][key];
+			if (grew ? delta < 0.5 : delta > -0.5)
+				continue;
+			done++;
+			fputs("    ", f);
+			if (key == DK_COUNT) {
+				fprintf(f, "%+.0f allocations (%" PRIu64 " -> %" PRIu64 ")", delta,
+				        round_u64(s->v[0][key]), round_u64(s->v[1][key]));
+			} else {
+				text_signed_bytes(f, delta);
+				fprintf(f, " (%" PRIu64 " -> %" PRIu64 " bytes)", round_u64(s->v[0][key]),
+				        round_u64(s->v[1][key]));
+			}
+			for (int o = 0; o < DK_N; o++) {
+				if (o == key)
+					continue;
+				fprintf(f, ", %s %" PRIu64 " -> %" PRIu64, o == DK_PEAK ? "at the peak"
+				        : o == DK_LEAKED ? "leaked" : o == DK_TOTAL ? "total" : "allocations",
+				        round_u64(s->v[0][o]), round_u64(s->v[1][o]));
+			}
+			fputc('\n', f);
+			diff_frames(s->sig, diff_text_frame, &(struct diff_text_frames){ .f = f });
+		}
+	}
+}
+
+static void
+diff_json_frame(void *ctx, const char *const fld[4])
+{
+	tfa_json_t *j = ctx;
+
+	tfa_json_begin_compact_object(j);
+	tfa_json_kv_string(j, "function", fld[0][0] != '\0' ? fld[0] : NULL);
+	tfa_json_kv_string(j, "file", fld[1][0] != '\0' ? fld[1] : NULL);
+	tfa_json_key(j, "line");
+	if (fld[2][0] != '\0')
+		tfa_json_number(j, fld[2]);
+	else
+		tfa_json_null(j);
+	tfa_json_kv_string(j, "module", fld[3][0] != '\0' ? fld[3] : NULL);
+	tfa_json_end_object(j);
+}
+
+static void
+diff_json_side(tfa_json_t *j, const char *key, const double v[DK_N])
+{
+	tfa_json_key(j, key);
+	tfa_json_begin_compact_object(j);
+	for (int k = 0; k < DK_N; k++)
+		tfa_json_kv_u64(j, diff_key_names[k], round_u64(v[k]));
+	tfa_json_end_object(j);
+}
+
+static void
+diff_json(FILE *f, struct diff *d, const char *a, const char *b, int key)
+{
+	tfa_json_t j;
+	double delta[DK_N];
+
+	tfa_json_init(&j, f);
+	tfa_json_begin_object(&j);
+	tfa_json_kv_string(&j, "a", a);
+	tfa_json_kv_string(&j, "b", b);
+	tfa_json_kv_u64(&j, "a_processes", d->nproc[0]);
+	tfa_json_kv_u64(&j, "b_processes", d->nproc[1]);
+	tfa_json_kv_string(&j, "sorted_by", diff_key_names[key]);
+	diff_json_side(&j, "a_totals", d->dev[0]);
+	diff_json_side(&j, "b_totals", d->dev[1]);
+	diff_sort_key = key;
+	qsort(d->sites, d->n, sizeof(*d->sites), diff_row_cmp);
+	tfa_json_key(&j, "sites");
+	tfa_json_begin_array(&j);
+	for (size_t i = 0; i < d->n; i++) {
+		const struct diff_site *s = &d->sites[i];
+		tfa_json_begin_object(&j);
+		diff_json_side(&j, "a", s->v[0]);
+		diff_json_side(&j, "b", s->v[1]);
+		tfa_json_key(&j, "delta");
+		tfa_json_begin_compact_object(&j);
+		for (int k = 0; k < DK_N; k++) {
+			char num[48];
+			delta[k] = s->v[1][k] - s->v[0][k];
+			snprintf(num, sizeof(num), "%.0f", delta[k]);
+			tfa_json_key(&j, diff_key_names[k]);
+			tfa_json_number(&j, num);
+		}
+		tfa_json_end_object(&j);
+		tfa_json_key(&j, "stack");
+		tfa_json_begin_array(&j);
+		diff_frames(s->sig, diff_json_frame, &j);
+		tfa_json_end_array(&j);
+		tfa_json_end_object(&j);
+	}
+	tfa_json_end_array(&j);
+	tfa_json_end_object(&j);
+}
+
+static void
+diff_free(struct diff *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->sites[i].sig);
+	free(d->sites);
+	free(d->slots);
+}
+
+/* The first table --by chose is the order of the diff (default: bytes at the peak). */
+static int
+diff_key_of_tables(unsigned tables)
+{
+	if (tables == TABLE_ALL || (tables & TABLE_PEAK))
+		return DK_PEAK;
+	if (tables & TABLE_LEAKED)
+		return DK_LEAKED;
+	if (tables & TABLE_TOTAL)
+		return DK_TOTAL;
+	return DK_COUNT;
+}
+
+/* --------------------------------------------------------------------------
+ * Folded stacks and pprof (tools/folded.c, tools/pprof.c)
+ */
+
+static int
+report_stacks(FILE *f, const struct report *r, enum report_format_e format, enum tfa_folded_by_e by)
+{
+	const tfa_profile_t **profs = calloc(r->n + 1, sizeof(*profs));
+	char err[REPORT_ERRLEN];
+	int rc;
+
+	if (profs == NULL) {
+		fputs("tfalloc: report: out of memory\n", stderr);
+		return 1;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		profs[i] = &r->entries[i].prof;
+	if (format == REPORT_PPROF)
+		rc = tfa_pprof_write(f, profs, r->n, err, sizeof(err));
+	else
+		rc = tfa_folded_write(f, profs, r->n, by, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "tfalloc: report: %s\n", err);
+	free(profs);
+	return rc < 0 ? 1 : 0;
+}
+
+/* --------------------------------------------------------------------------
  * The command
  */
 
@@ -1275,11 +1719,13 @@ int
 tfa_cmd_report(int argc, char **argv)
 {
 	enum report_format_e format = REPORT_TEXT;
-	const char *out_path = NULL, *fmt = NULL, *top = NULL, *by = NULL;
+	const char *out_path = NULL, *fmt = NULL, *top = NULL, *by_name = NULL;
+	enum tfa_folded_by_e by = TFA_FOLDED_PEAK;
 	struct report r;
 	char **paths;
 	size_t npaths = 0;
-	bool options_done = false;
+	bool options_done = false, diff = false;
+	struct report rb;
 	FILE *out = stdout;
 	int status = 0;
 
@@ -1295,6 +1741,8 @@ tfa_cmd_report(int argc, char **argv)
 			paths[npaths++] = argv[i];
 		} else if (strcmp(a, "--") == 0) {
 			options_done = true;
+		} else if (strcmp(a, "--diff") == 0) {
+			diff = true;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			tfa_report_usage(stdout);
 			free(paths);
@@ -1311,17 +1759,17 @@ tfa_cmd_report(int argc, char **argv)
 			else if (strcmp(a, "--top") == 0)
 				top = argv[++i];
 			else if (strcmp(a, "--by") == 0)
-				by = argv[++i];
+				by_name = argv[++i];
 			else
 				out_path = argv[++i];
 		} else if (strncmp(a, "--format=", 9) == 0) {
 			fmt = a + 9;
+		} else if (strncmp(a, "--by=", 5) == 0) {
+			by_name = a + 5;
 		} else if (strncmp(a, "--output=", 9) == 0) {
 			out_path = a + 9;
 		} else if (strncmp(a, "--top=", 6) == 0) {
 			top = a + 6;
-		} else if (strncmp(a, "--by=", 5) == 0) {
-			by = a + 5;
 		} else {
 			free(paths);
 			return report_usage_error("unknown option '%s'", a);
@@ -1329,20 +1777,39 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (fmt != NULL && strcmp(fmt, "json") == 0) {
 		format = REPORT_JSON;
+	} else if (fmt != NULL && strcmp(fmt, "folded") == 0) {
+		format = REPORT_FOLDED;
+	} else if (fmt != NULL && strcmp(fmt, "pprof") == 0) {
+		format = REPORT_PPROF;
 	} else if (fmt != NULL && strcmp(fmt, "html") == 0) {
 		format = REPORT_HTML;
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
-		return report_usage_error("unknown format '%s' (text, json or html)", fmt);
+		return report_usage_error("unknown format '%s' (text, json, folded, pprof or html)",
+		                          fmt);
+	}
+	if (by_name != NULL && format == REPORT_PPROF) {
+		free(paths);
+		return report_usage_error("option --by does not apply to pprof: it holds every figure");
+	}
+	if (by_name != NULL && format == REPORT_FOLDED && tfa_folded_by_parse(by_name, &by) < 0) {
+		free(paths);
+		return report_usage_error("unknown figure '%s' for --by (peak, leaked, in-use, "
+		                          "total or count)",
+		                          by_name);
+	}
+	if (format == REPORT_PPROF && out_path == NULL && isatty(STDOUT_FILENO)) {
+		free(paths);
+		return report_usage_error("pprof output is binary: give -o FILE");
 	}
 	if (top != NULL && report_parse_top(top) < 0) {
 		free(paths);
 		return report_usage_error("--top '%s': not a count (0 for all)", top);
 	}
-	if (by != NULL && report_parse_by(by) < 0) {
+	if (by_name != NULL && format != REPORT_FOLDED && report_parse_by(by_name) < 0) {
 		free(paths);
 		return report_usage_error("--by '%s': a comma-separated list of peak, leaked, "
-		                          "total, count", by);
+		                          "total, count", by_name);
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);
@@ -1352,14 +1819,22 @@ tfa_cmd_report(int argc, char **argv)
 		free(paths);
 		return report_usage_error("no profile file or directory given");
 	}
+	if (diff && (npaths != 2 || format > REPORT_JSON)) {
+		free(paths);
+		if (npaths != 2)
+			return report_usage_error("--diff compares two PATHs, got %zu", npaths);
+		return report_usage_error("--diff writes text or json");
+	}
 
 	memset(&r, 0, sizeof(r));
-	for (size_t i = 0; i < npaths; i++)
+	memset(&rb, 0, sizeof(rb));
+	for (size_t i = 0; i < (diff ? 1 : npaths); i++)
 		report_read_path(&r, paths[i]);
-	free(paths);
-	if (r.nfailures > 0 || r.oom)
+	if (diff)
+		report_read_path(&rb, paths[1]);
+	if (r.nfailures > 0 || r.oom || rb.nfailures > 0 || rb.oom)
 		status = 1;
-	if (r.oom)
+	if (r.oom || rb.oom)
 		fputs("tfalloc: report: out of memory\n", stderr);
 
 	if (out_path != NULL) {
@@ -1367,15 +1842,33 @@ tfa_cmd_report(int argc, char **argv)
 		if (out == NULL) {
 			fprintf(stderr, "tfalloc: report: %s: %s\n", out_path, strerror(errno));
 			report_free(&r);
+			report_free(&rb);
+			free(paths);
 			return 1;
 		}
 	}
-	if (format == REPORT_JSON)
+	if (diff) {
+		struct diff d = { 0 };
+		diff_add(&d, &r, 0);
+		diff_add(&d, &rb, 1);
+		if (d.oom) {
+			fputs("tfalloc: report: out of memory\n", stderr);
+			status = 1;
+		} else if (format == REPORT_JSON) {
+			diff_json(out, &d, paths[0], paths[1], diff_key_of_tables(ropts.tables));
+		} else {
+			diff_text(out, &d, paths[0], paths[1], diff_key_of_tables(ropts.tables));
+		}
+		diff_free(&d);
+	} else if (format == REPORT_JSON) {
 		report_json(out, &r);
-	else if (format == REPORT_HTML)
+	} else if (format == REPORT_FOLDED || format == REPORT_PPROF) {
+		status |= report_stacks(out, &r, format, by);
+	} else if (format == REPORT_HTML) {
 		status |= report_html(out, &r) < 0;
-	else
+	} else {
 		report_text(out, &r);
+	}
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "tfalloc: report: %s: %s\n", out_path ? out_path : "stdout",
 		        strerror(errno));
@@ -1386,5 +1879,7 @@ tfa_cmd_report(int argc, char **argv)
 		status = 1;
 	}
 	report_free(&r);
+	report_free(&rb);
+	free(paths);
 	return status;
 }

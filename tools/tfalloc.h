@@ -19,7 +19,7 @@
 int tfa_cmd_run(int argc, char **argv);
 void tfa_run_usage(FILE *f);
 
-/* tfalloc report [--format text|json] [-o FILE] PATH... */
+/* tfalloc report [--format text|json|folded|pprof] [--by FIGURE] [-o FILE] PATH... */
 int tfa_cmd_report(int argc, char **argv);
 void tfa_report_usage(FILE *f);
 

@@ -15,6 +15,21 @@ Cases:
   dlopen         tp_dlopen: leaks made by two libraries mapped one after the
                  other at the same address, both dlclose'd, are named in the
                  right one (dlib_a_make, dlib_b_make)
+  max_stacks     TFALLOC_MAX_STACKS=16 on python3: the table stops at 16 whole
+                 stacks (+ a quarter for truncated ones), later new stacks keep
+                 their 8 innermost frames, the report says how many, and the
+                 sites still add up to the device's figures
+  debuglink      tp_sites stripped of its debug information, which sits in a
+                 separate file behind .gnu_debuglink: still named with file
+                 and line; stripped of everything: frames give module and
+                 offset (the same offsets as the unstripped binary's), never
+                 a wrong name
+  diff           tfalloc report --diff of tp_sites with 64 and with 128
+                 cache blocks (two runs, other addresses): the cache site grew
+                 by 64 blocks, 256 KiB, and no other site changed
+  errors         tp_errors: every double, invalid and mismatched free has the
+                 stack of the offending call (main in tp_errors.cpp), and a
+                 mismatched one also that of the allocation
   python3        a real interpreter: how many stacks reach main or a thread's
                  start (printed; most must)
 """
@@ -193,6 +208,122 @@ def case_dlopen(ctx):
     T.check_eq(sum(l["blocks"] for l in loops), 5, "blocks of 100 bytes leaked in dlib_a_make")
 
 
+def case_max_stacks(ctx):
+    argv = ["/usr/bin/python3", "-c", "import json, email.parser, sqlite3\nprint(len(json.dumps([str(i) for i in range(5000)])))"]
+    plain = ctx.run_plain(argv)
+    r, rep = ctx.run_and_report(argv, what="python3", env={"PYTHONMALLOC": "malloc",
+                                                          "TFALLOC_MAX_STACKS": "16"})
+    T.same_output(plain, r, "python3")
+    proc = T.only_process(rep, "python3")
+    st = proc["stacks"]
+    T.check_eq(st["max_stacks"], 16, "max_stacks")
+    T.check_range(st["distinct"], 16, 20, "distinct stacks (16 whole + up to 4 truncated)")
+    T.check_ge(st["truncated_allocations"], 1000, "allocations with a truncated stack")
+    dev = T.device(proc)
+    T.check(sum(s["total_bytes"] for s in proc["sites"]) <= dev["total_bytes"], "sites' total")
+    for s in proc["sites"]:
+        real = [f for f in s["stack"] if not f.get("inlined")]
+        T.check(len(real) <= 32, "a stack of %d frames" % len(real))
+    text = ctx._run([ctx.tool, "report", "--by", "peak", r.outdir], ctx.env(), None, 60, "report").out
+    T.check("the stack table was full (16 stacks, TFALLOC_MAX_STACKS)" in text, "text:\n" + text[:1500])
+
+
+def objcopy(ctx, *args):
+    r = ctx._run(["objcopy"] + list(args), ctx.env(), None, 60, "objcopy")
+    T.check_eq(r.returncode, 0, "objcopy %s\n%s" % (" ".join(args), r.describe()))
+
+
+def case_debuglink(ctx):
+    import shutil
+    d = ctx.mkdtemp("bin")
+    orig = ctx.prog("tp_sites")
+    dbg = os.path.join(d, "tp_sites.debug")
+    linked = os.path.join(d, "tp_sites")
+    bare = os.path.join(d, "tp_sites_bare")
+    objcopy(ctx, "--only-keep-debug", orig, dbg)
+    objcopy(ctx, "--strip-debug", "--add-gnu-debuglink=" + dbg, orig, linked)
+    objcopy(ctx, "--strip-all", orig, bare)
+    for f in (linked, bare):
+        shutil.copymode(orig, f)
+    # With the debug file beside it: the same answers as the original.
+    _, rep = ctx.run_and_report([linked], what="debuglinked tp_sites")
+    proc = T.only_process(rep, "debuglinked tp_sites")
+    s = site_of(proc, "cache_alloc")
+    check_frame(s["stack"][0], "cache_alloc", "tp_sites.c", marker_line("tp_sites.c", "SITE_CACHE"),
+                "debuglinked cache_alloc")
+    T.check_eq(s["stack"][0]["module"], linked, "module")
+    offsets = {}
+    for site in proc["sites"]:
+        f = site["stack"][0]
+        if f["function"] in TP_SITES:
+            offsets[int(f["offset"], 16)] = f["function"]
+    T.check_eq(sorted(offsets.values()), sorted(TP_SITES), "sites of the debuglinked binary")
+    # Stripped of everything, no debug file: module and offset, never a wrong name.
+    _, rep = ctx.run_and_report([bare], what="stripped tp_sites")
+    proc = T.only_process(rep, "stripped tp_sites")
+    seen = 0
+    for site in proc["sites"]:
+        f = site["stack"][0]
+        if f.get("module") != bare:
+            continue
+        off = int(f["offset"], 16)
+        T.check(off in offsets, "stripped: offset 0x%x is no known site (%r)" % (off, f))
+        T.check(f["function"] in (None, offsets[off]),
+                "stripped: 0x%x named %r, it is %s" % (off, f["function"], offsets[off]))
+        T.check_eq(f["file"], None, "stripped: a file without debug information")
+        seen += 1
+    T.check_eq(seen, 4, "sites in the stripped binary")
+    text = ctx._run([ctx.tool, "report", "--by", "leaked", os.path.dirname(proc["file"])],
+                    ctx.env(), None, 60, "report").out
+    T.check(re.search(r"#0 0x[0-9a-f]+ in tp_sites_bare\+0x[0-9a-f]+\n", text),
+            "text report of the stripped binary: module+offset frames\n" + text[:2000])
+
+
+def case_diff(ctx):
+    path = ctx.prog("tp_sites")
+    runs = []
+    for n in ("64", "128"):
+        r, rep = ctx.run_and_report([path, "cache", n], what="tp_sites cache " + n)
+        runs.append(r.outdir)
+    r = ctx._run([ctx.tool, "report", "--diff", "--format", "json"] + runs, ctx.env(), None, 60,
+                 "report --diff")
+    T.check_eq(r.returncode, 0, "tfalloc report --diff: exit status\n" + r.describe())
+    d = __import__("json").loads(r.out)
+    T.check_eq(d["sorted_by"], "bytes_at_peak", "sorted_by")
+    T.check_eq(d["b_totals"]["bytes_at_peak"] - d["a_totals"]["bytes_at_peak"], 262144, "peak growth")
+    grew = [s for s in d["sites"] if any(v != 0 for v in s["delta"].values())]
+    T.check_eq(len(grew), 1, "sites that changed: %s" % [functions(s["stack"])[:2] for s in grew])
+    s = grew[0]
+    T.check_eq(functions(s["stack"])[:3], ["cache_alloc", "build_cache", "main"], "the grown site")
+    T.check_eq(s["delta"], {"bytes_at_peak": 262144, "leaked_bytes": 0, "total_bytes": 262144,
+                            "num_allocs": 64}, "its growth")
+    T.check_eq(s["a"]["num_allocs"], 64, "A's cache blocks")
+    T.check_eq(d["sites"][0], s, "the largest growth first")
+    text = ctx._run([ctx.tool, "report", "--diff"] + runs, ctx.env(), None, 60, "report --diff").out
+    T.check("sites that grew, by bytes at the peak: 1 of 1" in text, "text diff:\n" + text)
+    T.check(re.search(r"\+256\.0 KiB \(262144 bytes\) \(262144 -> 524288 bytes\)", text), "text diff:\n" + text)
+    bad = ctx._run([ctx.tool, "report", "--diff", runs[0]], ctx.env(), None, 60, "report --diff A")
+    T.check_eq(bad.returncode, 2, "--diff with one PATH: usage error")
+
+
+def case_errors(ctx):
+    path = ctx.prog("tp_errors")
+    r, rep = ctx.run_and_report([path], what="tp_errors", expect_status=None)
+    proc = T.only_process(rep, "tp_errors")
+    errs = proc["errors"]
+    T.check_ge(len(errs), 6, "error rows")
+    for e in errs:
+        what = "%s of %s" % (e["kind"], e["address"])
+        T.check(e["stack"], what + ": no stack")
+        f = e["stack"][0]
+        T.check_eq(f.get("function"), "main", what + ": innermost frame")
+        T.check(str(f.get("file", "")).endswith("/tp_errors.cpp"), what + ": file %r" % f.get("file"))
+        if e["kind"] == "mismatched_free":
+            T.check(e["alloc_stack"] and e["alloc_stack"][0].get("function") == "main",
+                    what + ": the allocation's stack %r" % e["alloc_stack"][:1])
+            T.check(e["alloc_stack"][0]["line"] < f["line"], what + ": allocated before it was freed")
+
+
 def case_python3(ctx):
     script = "import threading\n" \
              "def work():\n    return [str(i) * 3 for i in range(20000)]\n" \
@@ -207,7 +338,7 @@ def case_python3(ctx):
     for s in proc["sites"]:
         names = functions(s["stack"])
         allocs += s["num_allocs"]
-        if "main" in names or "start_thread" in names or "clone3" in names or "_start" in names:
+        if {"main", "__libc_start_call_main", "start_thread", "clone3", "_start"} & set(names):
             complete += s["num_allocs"]
     share = complete / max(allocs, 1)
     print("python3: %d of %d allocations (%.1f%%) have a stack that reaches main or a "
@@ -222,5 +353,9 @@ T.main({
     "sampled": case_sampled,
     "depth": case_depth,
     "dlopen": case_dlopen,
+    "max_stacks": case_max_stacks,
+    "debuglink": case_debuglink,
+    "diff": case_diff,
+    "errors": case_errors,
     "python3": case_python3,
 })

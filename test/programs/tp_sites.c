@@ -16,7 +16,8 @@
  * Peak: 262144 + 1000 + 24 (one token) = 263168 bytes; at the peak
  * cache_alloc holds 262144, config_alloc 1000, token_alloc 24 (the cache is
  * built after the config and while one token is held).  Leaks: 1000 + 480 =
- * 1480 bytes in 11 blocks.  Each helper is noinline and calls malloc itself,
+ * 1480 bytes in 11 blocks.  With "cache N" the cache has N blocks instead of 64
+ * (for `tfalloc report --diff`: the cache site grows, nothing else).  Each helper is noinline and calls malloc itself,
  * so the innermost frame of each site is the *_alloc function, and the line
  * of the malloc call is marked SITE_* below for the tests to find.
  */
@@ -101,14 +102,18 @@ leak_list(int n)
 int
 main(int argc, char **argv)
 {
-	void *cache[64];
+	void *cache[1024];
+	int ncache = 64;
 
 	if (tp_is_baseline(argc, argv))
 		return 0;
+	if (argc > 2 && strcmp(argv[1], "cache") == 0)
+		ncache = atoi(argv[2]);
+	TP_CHECK(ncache >= 0 && ncache <= 1024, "cache N: 0 to 1024 blocks");
 	leak_config();
 	void *token = parse_tokens(1000);
-	build_cache(cache, 64);
-	for (int i = 0; i < 64; i++) {
+	build_cache(cache, ncache);
+	for (int i = 0; i < ncache; i++) {
 		free(cache[i]);
 		tp_l_free(4096);
 	}

@@ -424,6 +424,78 @@ START_TEST(test_profile_read_forward_compatible)
 }
 END_TEST
 
+static void
+put_point(struct buf *b, uint64_t t, uint64_t in_use, uint32_t flags)
+{
+	put_u64(b, t);
+	put_u64(b, in_use);
+	put_u64(b, in_use + 8);
+	put_u64(b, 4096);
+	put_u32(b, flags);
+}
+
+/* The timeline: points across records, in order; a bad size or time going back is refused. */
+START_TEST(test_profile_read_timeline)
+{
+	struct buf b = { 0 };
+	tfa_profile_t p;
+	char err[256];
+
+	header(&b, 1, 16);
+	rec_process(&b, 5, "x");
+	begin(&b, TFA_REC_CONFIG);
+	put_u32(&b, TFA_PROF_STACKS_FP);
+	put_u32(&b, 16);
+	put_u64(&b, 0);
+	put_u64(&b, 1234); /* truncated allocations, appended later */
+	put_u32(&b, 777);
+	end(&b);
+	begin(&b, TFA_REC_TIMELINE);
+	put_u64(&b, 10000000);
+	put_point(&b, 0, 0, 0);
+	put_point(&b, 5, 100, 1);
+	end(&b);
+	begin(&b, TFA_REC_TIMELINE);
+	put_u64(&b, 20000000);
+	put_point(&b, 5, 50, 0);
+	end(&b);
+	size_t good = b.len;
+	rec_end(&b, 1);
+	ck_assert_int_eq(parse(b.p, b.len, &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.ntimeline, 3);
+	ck_assert_uint_eq(p.timeline_interval_ns, 20000000);
+	ck_assert_uint_eq(p.timeline[1].bytes_in_use, 100);
+	ck_assert_uint_eq(p.timeline[1].allocated_bytes, 108);
+	ck_assert_uint_eq(p.timeline[1].rss_bytes, 4096);
+	ck_assert_uint_eq(p.timeline[1].flags, 1);
+	ck_assert_uint_eq(p.timeline[2].t_ns, 5);
+	ck_assert_uint_eq(p.stacks_truncated, 1234);
+	ck_assert_uint_eq(p.max_stacks, 777);
+	tfa_profile_free(&p);
+
+	/* Time going back. */
+	b.len = good;
+	begin(&b, TFA_REC_TIMELINE);
+	put_u64(&b, 1);
+	size_t at = b.len;
+	put_point(&b, 4, 1, 0);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: timeline record: a point at 4 ns after one at 5 ns", at);
+
+	/* A partial point. */
+	b.len = good;
+	begin(&b, TFA_REC_TIMELINE);
+	put_u64(&b, 1);
+	at = b.len;
+	put_u64(&b, 99);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: timeline record: 8 bytes of points, not a multiple of 36", at);
+	free(b.p);
+}
+END_TEST
+
 /* A few thousand records: the arrays grow. */
 START_TEST(test_profile_read_many_records)
 {
@@ -878,6 +950,7 @@ profile_read_suite(void)
 	tcase_add_test(tc, test_profile_read_valid);
 	tcase_add_test(tc, test_profile_read_snapshot);
 	tcase_add_test(tc, test_profile_read_forward_compatible);
+	tcase_add_test(tc, test_profile_read_timeline);
 	tcase_add_test(tc, test_profile_read_many_records);
 	suite_add_tcase(s, tc);
 

@@ -154,7 +154,8 @@ def case_json_single():
         "error_totals": {"double_free": 1, "invalid_free": 2, "mismatched_free": 0,
                          "not_recorded": 0},
         # A profile without a CONFIG record (tfalloc before stacks): no stacks, no sites.
-        "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0},
+        "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0, "max_stacks": 0,
+                   "truncated_allocations": 0},
         "sites": [],
         "timeline": [],
     }
@@ -410,7 +411,7 @@ def case_usage():
        "no path message")
     rc, out, err = tfalloc("report", "--format", "xml", "x.prof")
     eq(rc, 2, "bad format")
-    eq(err, "tfalloc: report: unknown format 'xml' (text, json or html) (see 'tfalloc report --help')\n",
+    eq(err, "tfalloc: report: unknown format 'xml' (text, json, folded, pprof or html) (see 'tfalloc report --help')\n",
        "bad format message")
     rc, out, err = tfalloc("report", "--bogus", "x.prof")
     eq(rc, 2, "unknown option")

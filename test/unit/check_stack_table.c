@@ -128,6 +128,33 @@ START_TEST(test_stack_table_dedup)
 END_TEST
 
 /* Depth and order are part of a stack: prefixes, extensions and permutations differ. */
+/* A limit: known stacks are still found, new ones get 0; find never inserts. */
+START_TEST(test_stack_table_limit_and_find)
+{
+	uintptr_t pcs[5][2];
+
+	for (int i = 0; i < 5; i++) {
+		pcs[i][0] = 0x1000 + (uintptr_t)i;
+		pcs[i][1] = 0x2000;
+	}
+	tfa_stack_table_set_limit(&table, 3);
+	ck_assert_uint_eq(tfa_stack_table_find(&table, pcs[0], 2), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs[i], 2), (uint32_t)i + 1);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs[3], 2), 0);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs[4], 2), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs[i], 2), (uint32_t)i + 1);
+		ck_assert_uint_eq(tfa_stack_table_find(&table, pcs[i], 2), (uint32_t)i + 1);
+	}
+	ck_assert_uint_eq(tfa_stack_table_find(&table, pcs[4], 2), 0);
+	ck_assert_uint_eq(tfa_stack_table_find(&table, pcs[0], 1), 0); /* a prefix is another stack */
+	ck_assert_uint_eq(tfa_stack_table_find(&table, pcs[0], 0), 0);
+}
+END_TEST
+
 START_TEST(test_stack_table_distinguishes)
 {
 	static const uintptr_t frames[][4] = {
@@ -562,6 +589,7 @@ stack_table_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, test_stack_table_dedup);
 	tcase_add_test(tc, test_stack_table_distinguishes);
+	tcase_add_test(tc, test_stack_table_limit_and_find);
 	tcase_add_test(tc, test_stack_table_truncates_deep_stacks);
 	tcase_add_test(tc, test_stack_table_frames_never_move);
 	tcase_add_test(tc, test_stack_table_arena_exhausted);
