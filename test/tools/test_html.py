@@ -329,7 +329,8 @@ def case_sites():
         check(name not in values, f"{name} (outside main) is not drawn")
     titles = {g.attrs["data-name"]: g.find_all("title")[0].all_text()
               for g in peak_graph.find_all("g") if "data-name" in g.attrs}
-    check(re.search(r"tp_sites\.c:32\b", titles["cache_alloc"]), f"file:line in the title: {titles['cache_alloc']!r}")
+    check(re.search(rf"tp_sites\.c:{site_line('SITE_CACHE')}\n", titles["cache_alloc"]),
+          f"file:line in the title: {titles['cache_alloc']!r}")
     check("262,144 bytes" in titles["cache_alloc"] and "99.6%" in titles["cache_alloc"],
           f"bytes and share in the title: {titles['cache_alloc']!r}")
 
@@ -378,8 +379,19 @@ def case_sites():
     check("cache_alloc" in first_rows["total"], f"by total: {first_rows['total']!r}")
     check("token_alloc" in first_rows["count"] and "1,000" in first_rows["count"],
           f"by count: {first_rows['count']!r}")
-    check(re.search(r"cache_alloc tp_sites\.c:32←build_cache tp_sites\.c:\d+←main tp_sites\.c:\d+",
-                    first_rows["peak"]), f"frames of the peak's first site: {first_rows['peak']!r}")
+    check(re.search(rf"cache_alloc tp_sites\.c:{site_line('SITE_CACHE')}←build_cache tp_sites\.c:\d+"
+                    r"←main tp_sites\.c:\d+", first_rows["peak"]),
+          f"frames of the peak's first site: {first_rows['peak']!r}")
+
+
+def site_line(marker):
+    """The line of tp_sites.c marked /* MARKER */."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs", "tp_sites.c")
+    with open(src) as f:
+        for i, line in enumerate(f, 1):
+            if f"/* {marker} */" in line:
+                return i
+    raise Failure(f"no {marker} in {src}")
 
 
 def symfix_return_address(lib, function, callee="tfa_symfix_leaf"):
@@ -557,8 +569,11 @@ def case_corrupt():
     eq(data_of(out)["processes"], [], "no processes")
     # Usage
     rc, out, err = tfalloc("report", "--format", "xml", good)
-    eq((rc, err), (2, "tfalloc: report: unknown format 'xml' (text, json or html) "
-                      "(see 'tfalloc report --help')\n"), "unknown format")
+    eq(rc, 2, "unknown format")
+    check(re.fullmatch(r"tfalloc: report: unknown format 'xml' \(text, json.* or html\) "
+                       r"\(see 'tfalloc report --help'\)\n", err), f"its message: {err!r}")
+    rc, out, err = tfalloc("report", "--help")
+    check(rc == 0 and "--format" in out and "html" in out, "--help tells of html")
 
 
 def read_bytes(path):
