@@ -1122,6 +1122,34 @@ static const int fatal_signals[] = {
 	SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF,   SIGSYS,
 };
 
+/*
+ * glibc's sigaction under its own name: the exported `sigaction` of this
+ * library is the program's way in (tfa_shim_sigaction), not the shim's.
+ */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *oldact);
+
+/*
+ * The fatal signals tfalloc holds: the kernel has fatal_signal_handler for
+ * them, and prog_act says what the program asked for (SIG_DFL, or its own
+ * handler, which fatal_signal_handler calls).  A program that sets SIG_DFL
+ * again, or installs its handler after start, keeps its profile this way.
+ * Written under sig_lock; the handler reads its signal's entry.
+ */
+static struct {
+	bool held;
+	struct sigaction prog_act;
+} sigs[NSIG];
+static tfa_lock_t sig_lock = TFA_LOCK_INIT;
+
+static bool
+is_fatal_signal(int sig)
+{
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++)
+		if (fatal_signals[i] == sig)
+			return true;
+	return false;
+}
+
 /* Ends the process with sig's default action, as if tfalloc were not there. */
 static void
 die_by(int sig, bool synchronous)
@@ -1132,7 +1160,8 @@ die_by(int sig, bool synchronous)
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);
-	sigaction(sig, &dfl, NULL);
+	sigs[sig].held = false;
+	__sigaction(sig, &dfl, NULL);
 	/* A fault re-raises itself when the handler returns; a sent signal is sent again. */
 	if (synchronous)
 		return;
@@ -1168,7 +1197,24 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 	bool synchronous = info != NULL && info->si_code > 0 && sig != SIGTERM && sig != SIGINT
 			   && sig != SIGHUP && sig != SIGQUIT && sig != SIGPIPE && sig != SIGALRM;
 
-	(void)ucontext;
+	if (sig > 0 && sig < NSIG && sigs[sig].held) {
+		struct sigaction pa = sigs[sig].prog_act;
+		bool own_handler = (pa.sa_flags & SA_SIGINFO) != 0
+				   || (pa.sa_handler != SIG_DFL && pa.sa_handler != SIG_IGN);
+		if (own_handler) {
+			/* The program's handler, as the kernel would have called it. */
+			if (pa.sa_flags & SA_RESETHAND) {
+				sigs[sig].prog_act.sa_handler = SIG_DFL;
+				sigs[sig].prog_act.sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+			}
+			errno = saved_errno;
+			if (pa.sa_flags & SA_SIGINFO)
+				pa.sa_sigaction(sig, info, ucontext);
+			else
+				pa.sa_handler(sig);
+			return;
+		}
+	}
 	if (tfa_tls.in_shim != 0) {
 		if (synchronous) {
 			/* A fault inside the shim itself: writing now could fault again. */
@@ -1190,7 +1236,8 @@ install_signal_handlers(void)
 {
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++) {
 		struct sigaction old, sa;
-		if (sigaction(fatal_signals[i], NULL, &old) != 0)
+		int sig = fatal_signals[i];
+		if (__sigaction(sig, NULL, &old) != 0)
 			continue;
 		if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL)
 			continue;
@@ -1198,8 +1245,49 @@ install_signal_handlers(void)
 		sa.sa_sigaction = fatal_signal_handler;
 		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
-		sigaction(fatal_signals[i], &sa, NULL);
+		sigs[sig].prog_act = old;
+		if (__sigaction(sig, &sa, NULL) == 0)
+			sigs[sig].held = true;
 	}
+}
+
+int
+tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!opts.catch_signals || tfa_shim_state() != TFA_SHIM_READY || !is_fatal_signal(sig))
+		return __sigaction(sig, act, oldact);
+
+	struct sigaction prev;
+	int r = 0;
+	tfa_lock(&sig_lock);
+	if (sigs[sig].held)
+		prev = sigs[sig].prog_act;
+	else
+		r = __sigaction(sig, NULL, &prev);
+	if (r == 0 && act != NULL) {
+		bool ignore = (act->sa_flags & SA_SIGINFO) == 0 && act->sa_handler == SIG_IGN;
+		if (ignore) {
+			/* Nothing will end the process: the kernel has the program's wish. */
+			sigs[sig].held = false;
+			r = __sigaction(sig, act, NULL);
+		} else {
+			struct sigaction ours;
+			memset(&ours, 0, sizeof(ours));
+			ours.sa_sigaction = fatal_signal_handler;
+			/* Its mask and flags, but one-shot stays ours to emulate (prog_act). */
+			ours.sa_mask = act->sa_mask;
+			ours.sa_flags = SA_SIGINFO | SA_ONSTACK
+					| (act->sa_flags & (SA_RESTART | SA_NODEFER));
+			sigs[sig].held = false; /* no half-written entry for the handler */
+			sigs[sig].prog_act = *act;
+			r = __sigaction(sig, &ours, NULL);
+			sigs[sig].held = r == 0;
+		}
+	}
+	tfa_unlock(&sig_lock);
+	if (r == 0 && oldact != NULL)
+		*oldact = prev;
+	return r;
 }
 
 /* ---- fork ---------------------------------------------------------------------------------- */

@@ -70,6 +70,16 @@ int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHEC
 
 tfa_shim_state_t tfa_shim_state(void);
 
+struct sigaction;
+/*
+ * sigaction as the program sees it.  For a fatal signal the shim keeps its
+ * handler installed: a program that asks for SIG_DFL gets the default action
+ * after its profile is written, one that installs a handler has it called by
+ * the shim's; oldact reports what the program asked for.  Other signals, and
+ * every call while the shim is not ready, go to glibc unchanged.
+ */
+int tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldact);
+
 /* The fork triad of every module, in lock order. */
 void tfa_shim_prefork(void);
 void tfa_shim_postfork_parent(void);

@@ -209,6 +209,25 @@ def case_signal_profile(ctx):
         T.check_eq(T.device(proc)["num_allocs"] - T.device(base)["num_allocs"], 3, "num_allocs")
 
 
+def signal_disposition_case(ctx, how):
+    """The program sets the fatal signal's disposition itself (SIG_DFL again,
+    or a handler that re-raises, or a one-shot handler): same output and death
+    as without the shim, and the profile still says how it ended."""
+    path = ctx.prog("tp_signal")
+    argv = [path, "15", how]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, -15, "tp_signal 15 %s without the shim: status\n%s" % (how, plain.describe()))
+    for via, status in (("tool", 143), ("preload", -15)):
+        r, rep = ctx.run_and_report(argv, via=via, what="tp_signal %s (%s)" % (how, via),
+                                    expect_status=status)
+        proc = T.only_process(rep, "tp_signal")
+        T.check_eq(r.out.replace(str(proc["pid"]), "PID"), plain.out.replace(str(plain.pid), "PID"),
+                   "tp_signal %s: output" % how)
+        T.check_eq((proc.get("complete"), proc.get("end_reason"), proc.get("exit_code")),
+                   (True, "signal", 15), "tp_signal %s (%s): complete, end_reason, exit_code" % (how, via))
+        T.check_ge(T.device(proc)["bytes_in_use"], 4444, "bytes in use at the signal")
+
+
 def case_static(ctx):
     path = ctx.prog("tp_static")
     plain = ctx.run_plain([path])
@@ -231,6 +250,10 @@ CASES = {
     "pipeline": case_pipeline,
     "signal": case_signal,
     "signal_profile": case_signal_profile,
+    "signal_dfl": lambda ctx: signal_disposition_case(ctx, "dfl"),
+    "signal_handler": lambda ctx: signal_disposition_case(ctx, "handler"),
+    "signal_sysv": lambda ctx: signal_disposition_case(ctx, "sysv"),
+    "signal_query": lambda ctx: signal_disposition_case(ctx, "query"),
     "static": case_static,
 }
 

@@ -1,15 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Leaks 4444 bytes (2 blocks: 4000 and 444), prints "SIGNAL pid", then kills
- * itself with the signal argv[1] (default SIGTERM), whose disposition it
- * left at the default.  (A program that sets SIG_DFL itself just before
- * raising replaces tfalloc's handler; keeping a profile then needs a
- * sigaction interposer, which the reliability work brings.)
+ * itself with the signal argv[1] (default SIGTERM).  argv[2] says how its
+ * disposition is set first:
+ *   (none)     left at the default
+ *   dfl        set to SIG_DFL by sigaction
+ *   handler    a handler, installed with signal(), prints "HANDLED sig",
+ *              sets SIG_DFL again and re-raises (as python's faulthandler)
+ *   sysv       a one-shot handler (sysv_signal) prints "HANDLED sig"; the
+ *              second signal then kills
+ *   query      the program checks what sigaction and signal() report back
+ *              (its own handlers, not tfalloc's), then as "handler"
  * "baseline" does nothing.
  */
 #include <signal.h>
 
 #include "tp_common.h"
+
+static volatile sig_atomic_t handled;
+
+static void
+on_signal(int sig)
+{
+	handled++;
+	tp_out("HANDLED %d\n", sig);
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
+}
+
+static void
+on_signal_once(int sig)
+{
+	handled++;
+	tp_out("HANDLED %d\n", sig);
+}
+
+static void
+other_handler(int sig)
+{
+	(void)sig;
+}
 
 int
 main(int argc, char **argv)
@@ -25,8 +58,36 @@ main(int argc, char **argv)
 	void *c = malloc(10000);
 	TP_CHECK(c != NULL, "malloc");
 	free(c);
+	const char *how = argc > 2 ? argv[2] : "";
+	if (strcmp(how, "dfl") == 0) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		TP_CHECK(sigaction(sig, &dfl, NULL) == 0, "sigaction SIG_DFL");
+	} else if (strcmp(how, "handler") == 0) {
+		TP_CHECK(signal(sig, on_signal) != SIG_ERR, "signal()");
+	} else if (strcmp(how, "sysv") == 0) {
+		TP_CHECK(sysv_signal(sig, on_signal_once) != SIG_ERR, "sysv_signal()");
+	} else if (strcmp(how, "query") == 0) {
+		struct sigaction act, old;
+		memset(&act, 0, sizeof(act));
+		act.sa_handler = other_handler;
+		sigemptyset(&act.sa_mask);
+		TP_CHECK(sigaction(sig, &act, &old) == 0, "sigaction");
+		TP_CHECK(old.sa_handler == SIG_DFL && (old.sa_flags & SA_SIGINFO) == 0,
+			 "sigaction reports the default as the previous action");
+		TP_CHECK(sigaction(sig, NULL, &old) == 0 && old.sa_handler == other_handler,
+			 "sigaction reports the program's own handler");
+		TP_CHECK(signal(sig, on_signal) == other_handler, "signal() returns the previous handler");
+		TP_CHECK(signal(sig, on_signal) == on_signal, "signal() returns its own handler");
+		TP_CHECK(signal(0, on_signal) == SIG_ERR && errno == EINVAL, "signal(0) fails with EINVAL");
+		TP_CHECK(sigaction(SIGKILL, &act, NULL) == -1 && errno == EINVAL,
+			 "sigaction(SIGKILL) fails with EINVAL");
+	}
 	tp_out("SIGNAL %d\n", (int)getpid());
 	raise(sig);
+	if (strcmp(how, "sysv") == 0 && handled == 1)
+		raise(sig); /* the handler was one-shot: this one kills */
 	kill(getpid(), sig);
 	tp_printf(2, "tp_signal: still alive after signal %d\n", sig);
 	return 1;
