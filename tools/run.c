@@ -39,6 +39,7 @@
 
 #include "core/common.h"
 #include "core/options.h"
+#include "tools/gate.h"
 
 /* The shim keeps string options in buffers of this size. */
 #define RUN_ENV_STR_MAX TFA_OPT_STR_MAX
@@ -51,6 +52,7 @@ struct run_opts {
 	const char *allocator;
 	const char *limit;
 	bool quiet;
+	tfa_gate_opts_t gate;
 	char **cmd; /* NULL-terminated */
 };
 
@@ -71,6 +73,20 @@ tfa_run_usage(FILE *f)
 	      "  --limit SIZE       bytes_limit of the cpu device: allocations past it fail\n"
 	      "                     (digits with an optional K, M, G or T suffix; 0: none)\n"
 	      "  --quiet            no summary from the processes, no closing line\n"
+	      "\n"
+	      "Leak gate (any of these turns it on):\n"
+	      "  --leak-gate        after CMD, fail the run when a process of it leaked more\n"
+	      "                     than the budget or made a memory error: the exit status\n"
+	      "                     is CMD's own when CMD failed, else --leak-exitcode\n"
+	      "  --leak-exitcode N  the status of a failed gate (default 23)\n"
+	      "  --max-leak-bytes SIZE, --max-leak-blocks N\n"
+	      "                     the budget of each process (default 0)\n"
+	      "  --leak-kinds LIST  kinds that count: definite,indirect,possible,reachable\n"
+	      "                     or all (default definite,indirect)\n"
+	      "  --suppressions FILE  LeakSanitizer's format (leak:PATTERN); repeatable\n"
+	      "  --no-fail-on-errors  memory errors do not fail the gate\n"
+	      "  --junit FILE       JUnit XML: a testcase per process, a failure per leak\n"
+	      "  --sarif FILE       SARIF 2.1.0: a result per leak site\n"
 	      "  -h, --help         this help\n"
 	      "Options may also be written --output=DIR.\n"
 	      "\n"
@@ -112,7 +128,8 @@ run_option_value(int argc, char **argv, int *i, const char *name, const char **v
 	if (arg[n] == '=') {
 		*value = arg + n + 1;
 	} else if (arg[n] == '\0') {
-		if (*i + 1 >= argc) {
+		/* "--" ends the options: it is never a value. */
+		if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0) {
 			run_fail("option %s needs a value (see 'tfalloc run --help')", name);
 			return -1;
 		}
@@ -134,6 +151,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 	int i;
 
 	memset(o, 0, sizeof(*o));
+	tfa_gate_opts_init(&o->gate);
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		int rc;
@@ -152,11 +170,82 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 			o->quiet = true;
 			continue;
 		}
+		if (strcmp(arg, "--leak-gate") == 0) {
+			o->gate.enabled = true;
+			continue;
+		}
+		if (strcmp(arg, "--no-fail-on-errors") == 0) {
+			o->gate.enabled = true;
+			o->gate.fail_on_errors = false;
+			continue;
+		}
+		const char *v = NULL;
 		if ((rc = run_option_value(argc, argv, &i, "--output", &o->output)) != 0
 		    || (rc = run_option_value(argc, argv, &i, "--allocator", &o->allocator)) != 0
 		    || (rc = run_option_value(argc, argv, &i, "--limit", &o->limit)) != 0) {
 			if (rc < 0)
 				return -1;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--leak-exitcode", &v)) != 0) {
+			char *end;
+			long n = rc > 0 ? strtol(v, &end, 10) : 0;
+			if (rc < 0)
+				return -1;
+			if (*v < '0' || *v > '9' || *end != '\0' || n < 1 || n > 255) {
+				run_fail("--leak-exitcode %s: not a status from 1 to 255", v);
+				return -1;
+			}
+			o->gate.exitcode = (int)n;
+			o->gate.enabled = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--max-leak-bytes", &v)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--max-leak-blocks", &v)) != 0) {
+			uint64_t n;
+			bool bytes = strncmp(arg, "--max-leak-bytes", 16) == 0;
+			if (rc < 0)
+				return -1;
+			if (tfa_parse_size(v, &n) < 0 || (!bytes && (*v < '0' || *v > '9'))) {
+				run_fail("%s %s: not a %s", bytes ? "--max-leak-bytes" : "--max-leak-blocks",
+				         v, bytes ? "size (digits with an optional K, M, G or T suffix)"
+				                  : "count");
+				return -1;
+			}
+			if (bytes)
+				o->gate.max_leak_bytes = n;
+			else
+				o->gate.max_leak_blocks = n;
+			o->gate.enabled = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--leak-kinds", &v)) != 0) {
+			if (rc < 0)
+				return -1;
+			if (tfa_gate_parse_kinds(v, &o->gate.kinds) < 0) {
+				run_fail("--leak-kinds %s: a comma-separated list of definite, indirect, "
+				         "possible, reachable, or all", v);
+				return -1;
+			}
+			o->gate.enabled = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--suppressions", &v)) != 0) {
+			if (rc < 0)
+				return -1;
+			if (o->gate.nsuppressions == TFA_GATE_MAX_SUPPRESSION_FILES) {
+				run_fail("--suppressions: at most %d files", TFA_GATE_MAX_SUPPRESSION_FILES);
+				return -1;
+			}
+			o->gate.suppressions[o->gate.nsuppressions++] = v;
+			o->gate.enabled = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--junit", &o->gate.junit)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--sarif", &o->gate.sarif)) != 0) {
+			if (rc < 0)
+				return -1;
+			o->gate.enabled = true;
 			continue;
 		}
 		if (strncmp(arg, "--quiet=", 8) == 0)
@@ -760,6 +849,8 @@ tfa_cmd_run(int argc, char **argv)
 		run_print_shell_word(stderr, dir);
 		fputc('\n', stderr);
 	}
+	if (ran && o.gate.enabled)
+		rc = tfa_leak_gate(dir, &o.gate, rc);
 out_free:
 	free(dir);
 	free(lib);

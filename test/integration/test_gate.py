@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: MIT
+"""The leak gate: tfalloc run --leak-gate and its options.
+
+tp_sites leaks 1000 bytes (config_alloc, 1 block) and 480 bytes (node_alloc,
+10 blocks), both still pointed to by a global: the cases count every kind
+(--leak-kinds all) so that they do not depend on the classification.
+
+Cases:
+  fails          the default budget (0): exit 23 (or --leak-exitcode), one line
+                 per leak site on stderr, then its stack
+  budget         --max-leak-bytes / --max-leak-blocks at and below the leaks
+  suppressions   a LeakSanitizer suppression file silences exactly what it
+                 names (function, anchored, file, module patterns); a bad line
+                 is reported with FILE:LINE
+  program_failed the program's own failure status wins over the gate's
+  errors         memory errors fail the gate, --no-fail-on-errors lets them pass
+  reports        --junit (a testcase per process, a failure per leak) and
+                 --sarif (2.1.0, a result per leak site with file and line)
+  tree           a shell running two leaking programs: both are gated, by pid
+  usage          bad option values: one line, exit 125
+"""
+import json
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(os.path.dirname(HERE), "programs")
+ALL = ["--leak-kinds", "all"]
+
+
+def marker_line(source, marker):
+    with open(os.path.join(PROGRAMS, source)) as f:
+        for n, line in enumerate(f, 1):
+            if marker in line:
+                return n
+    raise T.Failure("no marker " + marker)
+
+
+def gate(ctx, argv, args=(), status=None, what="gate"):
+    r = ctx.run_tool(argv, tool_args=list(args))
+    if status is not None:
+        T.check_eq(r.returncode, status, "%s: exit status\n%s" % (what, r.describe()))
+    return r
+
+
+def case_fails(ctx):
+    path = ctx.prog("tp_sites")
+    r = gate(ctx, [path], ["--leak-gate"] + ALL, 23, "default budget")
+    err = r.err
+    for fn, nbytes, blocks, marker in (("config_alloc", 1000, "1 block", "SITE_CONFIG"),
+                                       ("node_alloc", 480, "10 blocks", "SITE_NODE")):
+        pat = (r"tfalloc: leak: pid \d+ \(tp_sites\): %d bytes in %s \(\w+\) at %s tp_sites\.c:%d\n"
+               r"    #0 %s \S*/tp_sites\.c:%d\n" % (nbytes, blocks, fn, marker_line("tp_sites.c", marker),
+                                                  fn, marker_line("tp_sites.c", marker)))
+        T.check(re.search(pat, err), "stderr has no line matching %r:\n%s" % (pat, err))
+    T.check("tfalloc: leak gate: FAILED: 1 of 1 process over the budget" in err, err)
+    gate(ctx, [path], ["--leak-exitcode", "7"] + ALL, 7, "--leak-exitcode 7")
+    T.check_eq(r.out, ctx.run_plain([path]).out, "the program's stdout")
+
+
+def case_budget(ctx):
+    path = ctx.prog("tp_sites")
+    gate(ctx, [path], ALL + ["--max-leak-bytes", "1480", "--max-leak-blocks", "11"], 0, "budget = leaks")
+    gate(ctx, [path], ALL + ["--max-leak-bytes", "1479", "--max-leak-blocks", "11"], 23, "1 byte less")
+    gate(ctx, [path], ALL + ["--max-leak-bytes", "1M", "--max-leak-blocks", "10"], 23, "1 block less")
+
+
+def case_suppressions(ctx):
+    path = ctx.prog("tp_sites")
+    d = ctx.mkdtemp("supp")
+
+    def supp(name, text):
+        p = os.path.join(d, name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+    one = supp("one", "# tp_sites\nleak:config_alloc\n")
+    r = gate(ctx, [path], ALL + ["--suppressions", one], 23, "one site suppressed")
+    T.check("at config_alloc" not in r.err and "at node_alloc" in r.err, r.err)
+    T.check(re.search(r"suppressed: 1 leak site \(1000 bytes in 1 blocks\) by leak:config_alloc \(%s:2\)"
+                      % re.escape(one), r.err), r.err)
+    both = supp("both", "leak:^leak_conf*$\n\n  leak:node_*  \n")
+    r = gate(ctx, [path], ALL + ["--suppressions", both], 0, "both suppressed")
+    T.check("leak gate: passed" in r.err, r.err)
+    by_file = supp("file", "leak:tp_sites.c\n")
+    gate(ctx, [path], ALL + ["--suppressions", by_file], 0, "suppressed by source file")
+    by_module = supp("module", "leak:*/tp_sites\n")
+    gate(ctx, [path], ALL + ["--suppressions", by_module], 0, "suppressed by module")
+    anchored = supp("anchored", "leak:^alloc\nleak:config$\n")
+    gate(ctx, [path], ALL + ["--suppressions", anchored], 23, "anchored patterns that match nothing")
+    bad = supp("bad", "leak:config_alloc\ncalled_from_lib:x\n")
+    r = gate(ctx, [path], ALL + ["--suppressions", bad], 23, "a bad suppression file")
+    T.check("tfalloc: leak gate: %s:2: not a suppression: expected leak:PATTERN" % bad in r.err, r.err)
+    r = gate(ctx, [path], ALL + ["--suppressions", os.path.join(d, "missing")], 23, "a missing file")
+    T.check("No such file or directory" in r.err, r.err)
+
+
+def case_program_failed(ctx):
+    path = ctx.prog("tp_leaks")
+    gate(ctx, [path, "exit-code", "5"], ["--leak-gate"] + ALL, 5, "a program that failed")
+    gate(ctx, [path, "exit-code", "0"], ["--leak-gate"] + ALL, 23, "the same program succeeding")
+
+
+def case_errors(ctx):
+    path = ctx.prog("tp_errors")
+    r = gate(ctx, [path], ["--leak-gate", "--max-leak-bytes", "1G", "--max-leak-blocks", "1000000"], 23,
+             "memory errors")
+    T.check(re.search(r"tfalloc: memory errors: pid \d+ \(tp_errors\): \d+", r.err), r.err)
+    gate(ctx, [path], ["--no-fail-on-errors", "--max-leak-bytes", "1G", "--max-leak-blocks", "1000000"], 0,
+         "--no-fail-on-errors")
+
+
+def case_reports(ctx):
+    path = ctx.prog("tp_sites")
+    d = ctx.mkdtemp("ci")
+    junit, sarif = os.path.join(d, "leaks.xml"), os.path.join(d, "leaks.sarif")
+    gate(ctx, [path], ALL + ["--junit", junit, "--sarif", sarif], 23, "junit and sarif")
+    root = ET.parse(junit).getroot()
+    T.check_eq((root.tag, root.get("tests"), root.get("failures")), ("testsuites", "1", "1"), "junit totals")
+    cases = root.findall("./testsuite/testcase")
+    T.check_eq(len(cases), 1, "testcases")
+    T.check(cases[0].get("name").endswith(": " + path), "testcase name " + cases[0].get("name"))
+    fails = cases[0].findall("failure")
+    T.check_eq(len(fails), 2, "failures (one per leak site)")
+    msgs = sorted(f.get("message") for f in fails)
+    T.check(msgs[0].startswith("1000 bytes in 1 block leaked") and "config_alloc tp_sites.c:" in msgs[0], msgs)
+    T.check("#0 node_alloc " in "".join(f.text for f in fails), "stack text in the failures")
+    doc = json.load(open(sarif))
+    T.check_eq(doc["version"], "2.1.0", "sarif version")
+    run = doc["runs"][0]
+    T.check_eq(run["tool"]["driver"]["name"], "tfalloc", "sarif tool")
+    rule_ids = {r["id"] for r in run["tool"]["driver"]["rules"]}
+    res = run["results"]
+    T.check_eq(len(res), 2, "sarif results")
+    for fn, marker in (("config_alloc", "SITE_CONFIG"), ("node_alloc", "SITE_NODE")):
+        hits = [x for x in res if ("at %s tp_sites.c" % fn) in x["message"]["text"]]
+        T.check_eq(len(hits), 1, "sarif result of " + fn)
+        x = hits[0]
+        T.check(x["ruleId"] in rule_ids and x["ruleId"].startswith("leak/"), x["ruleId"])
+        loc = x["locations"][0]["physicalLocation"]
+        T.check(loc["artifactLocation"]["uri"].startswith("file:///")
+                and loc["artifactLocation"]["uri"].endswith("/tp_sites.c"), loc)
+        T.check_eq(loc["region"]["startLine"], marker_line("tp_sites.c", marker), "sarif line of " + fn)
+        frames = x["stacks"][0]["frames"]
+        T.check_eq(frames[0]["location"]["message"]["text"], fn, "sarif innermost frame")
+
+
+def case_tree(ctx):
+    path = ctx.prog("tp_sites")
+    script = "%s; %s cache 3; true" % (path, path)
+    r = gate(ctx, ["/bin/sh", "-c", script], ["--leak-gate"] + ALL + ["--suppressions",
+             os.devnull], None, "a shell running two programs")
+    T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
+    pids = set(re.findall(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes", r.err))
+    T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
+
+
+def case_usage(ctx):
+    path = ctx.prog("tp_empty")
+    for args, msg in ((["--leak-kinds", "sometimes"], "--leak-kinds sometimes: a comma-separated list"),
+                      (["--leak-exitcode", "0"], "--leak-exitcode 0: not a status from 1 to 255"),
+                      (["--leak-exitcode", "x"], "--leak-exitcode x: not a status"),
+                      (["--max-leak-bytes", "-1"], "--max-leak-bytes -1: not a size"),
+                      (["--max-leak-blocks", "1K"], None),
+                      (["--junit"], "option --junit needs a value")):
+        r = ctx.run_tool([path], tool_args=args)
+        if msg is None:
+            continue
+        T.check_eq(r.returncode, 125, "%s: exit status\n%s" % (args, r.describe()))
+        lines = r.err_lines()
+        T.check(len(lines) == 1 and msg in lines[0], "%s: expected one line with %r, got:\n%s" % (args, msg, r.err))
+    gate(ctx, [path], ["--leak-gate"], 0, "a program that leaks nothing")
+
+
+T.main({
+    "fails": case_fails,
+    "budget": case_budget,
+    "suppressions": case_suppressions,
+    "program_failed": case_program_failed,
+    "errors": case_errors,
+    "reports": case_reports,
+    "tree": case_tree,
+    "usage": case_usage,
+})
