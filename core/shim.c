@@ -1256,6 +1256,12 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 {
 	if (!opts.catch_signals || tfa_shim_state() != TFA_SHIM_READY || !is_fatal_signal(sig))
 		return __sigaction(sig, act, oldact);
+	/*
+	 * A vfork child shares the parent's memory: what it sets (python resets
+	 * every handler there before exec) must not change the parent's table.
+	 */
+	if (getpid() != proc.pid)
+		return __sigaction(sig, act, oldact);
 
 	struct sigaction prev;
 	int r = 0;

@@ -228,6 +228,28 @@ def signal_disposition_case(ctx, how):
         T.check_ge(T.device(proc)["bytes_in_use"], 4444, "bytes in use at the signal")
 
 
+VFORK_SIGNAL = """
+import os, signal, subprocess, sys
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+# python's subprocess uses vfork, and the vfork child sets every handler back
+# to SIG_DFL before exec: in memory it shares with this process.
+for _ in range(3):
+    subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGUSR1)"])
+print("handled", len(got))
+"""
+
+
+def case_signal_vfork(ctx):
+    """A vfork child that resets the handlers (python's subprocess) must not
+    change the parent's: its SIGUSR1 handler still runs afterwards."""
+    argv = ["/usr/bin/python3", "-c", VFORK_SIGNAL]
+    plain = ctx.run_plain(argv)
+    T.check_eq((plain.returncode, plain.out), (0, "handled 3\n"), "without the shim")
+    r, rep = ctx.run_and_report(argv, what="python3 vfork")
+    T.same_output(plain, r, "python3 vfork")
+
+
 def case_static(ctx):
     path = ctx.prog("tp_static")
     plain = ctx.run_plain([path])
@@ -254,6 +276,7 @@ CASES = {
     "signal_handler": lambda ctx: signal_disposition_case(ctx, "handler"),
     "signal_sysv": lambda ctx: signal_disposition_case(ctx, "sysv"),
     "signal_query": lambda ctx: signal_disposition_case(ctx, "query"),
+    "signal_vfork": case_signal_vfork,
     "static": case_static,
 }
 
