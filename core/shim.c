@@ -724,6 +724,8 @@ static uint8_t out_buf[64 << 10];
 static uint8_t rec_buf[64 << 10];
 static tfa_lock_t profile_lock = TFA_LOCK_INIT;
 static char profile_path[TFA_OPT_STR_MAX + 128];
+/* The file a failed write was at, for its message. */
+static char failed_path[sizeof(profile_path) + 8];
 
 /* Keeps a file name safe: letters, digits, '.', '_' and '-'. */
 static void
@@ -973,7 +975,7 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	if (!opts.profile)
 		where[0] = '\0';
 	else if (write_err != 0)
-		tfa_snprintf(where, sizeof(where), "; no profile: cannot write %s: %s", profile_path,
+		tfa_snprintf(where, sizeof(where), "; no profile: cannot write %s: %s", failed_path,
 			     strerrordesc_np(-write_err) != NULL ? strerrordesc_np(-write_err) : "error");
 	else
 		tfa_snprintf(where, sizeof(where), "; profile %s", profile_path);
@@ -988,6 +990,7 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 
 /* A periodic snapshot could not be written: said once, not at every interval. */
 static bool snapshot_failed;
+
 
 /*
  * Writes the profile: the first time into the name create_profile_file
@@ -1006,12 +1009,15 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 	if (profile_path[0] == '\0') {
 		fd = create_profile_file();
 		if (fd < 0) {
+			/* The name is free for the next try; the message names what failed. */
+			memcpy(failed_path, profile_path, sizeof(profile_path));
 			profile_path[0] = '\0';
 			return fd;
 		}
 		close(fd);
 	}
 	tfa_snprintf(tmp, sizeof(tmp), "%s.tmp", profile_path);
+	memcpy(failed_path, tmp, sizeof(failed_path));
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* Left by a write this process did not finish (it was killed in the middle). */
