@@ -194,6 +194,17 @@ shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	return live;
 }
 
+/* The fast insert's bound after a change of the shard's mapping or starvation. */
+static void
+set_fast_limit(tfa_ptr_shard_t *s)
+{
+	uint64_t limit = 0;
+
+	if (s->slots != NULL && !s->starved)
+		limit = ((uint64_t)7 << s->lg_cap) / 8; /* used below it: not TFA_PTR_OVERLOADED */
+	__atomic_store_n(&s->fast_limit, limit, __ATOMIC_RELAXED);
+}
+
 static uint64_t
 count_live(const tfa_ptr_shard_t *s)
 {
@@ -221,6 +232,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 			live = shard_purge(t, s);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 			s->starved = false;
+			set_fast_limit(s);
 			return 0;
 		}
 		new_lg = s->lg_cap + 1;
@@ -233,6 +245,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 		live = shard_purge(t, s);
 		__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 		s->starved = true;
+		set_fast_limit(s);
 		return -ENOMEM;
 	}
 	live = 0;
@@ -254,6 +267,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	__atomic_store_n(&s->lg_cap, new_lg, __ATOMIC_RELAXED);
 	s->starved = false;
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+	set_fast_limit(s);
 	return 0;
 }
 
@@ -422,6 +436,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		__atomic_store_n(&s->lg_cap, 0, __ATOMIC_RELAXED);
 		s->starved = false;
 		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
+		set_fast_limit(s);
 		shard_admit(s);
 	}
 	memset(tfa_tls.recent_free, 0, sizeof(tfa_tls.recent_free));

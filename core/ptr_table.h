@@ -116,6 +116,9 @@ typedef struct tfa_ptr_shard_s {
 	tfa_record_t *slots; /* replaced only while operations are excluded */
 	uint32_t lg_cap;     /* 0: nothing mapped yet */
 	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
+	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
+	 * or starved shards, which only the general insert serves). */
+	uint64_t fast_limit;
 	tfa_lock_t rebuild_lock;
 	bool starved;        /* growth failed: the last empty slot is kept */
 	/* Written only when an insert takes a slot that was empty: apart, so
@@ -389,6 +392,124 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 	}
 	__atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
 	return true;
+}
+
+/* ---- the process tracker's fast path (core/shim.c) ------------------------------------------ */
+
+/*
+ * Inserts the record of ptr into its shard s, held by the caller (concurrent:
+ * announced or locked; otherwise exclusive), when that needs neither room nor
+ * the replacement of a stale record.  Returns false, having changed nothing,
+ * when it cannot serve: the general insert (tfa_ptr_held_insert_room) then
+ * does.  REQUIRES: ptr even and above TFA_PTR_BUSY.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64_t id_thread,
+		    uint32_t stack_id, uint32_t tag, bool concurrent)
+{
+	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+
+	/* Below the limit the shard is mapped and keeps empty slots: every probe ends. */
+	if (tfa_unlikely(used >= __atomic_load_n(&s->fast_limit, __ATOMIC_RELAXED)))
+		return false;
+	tfa_record_t *slots = s->slots;
+	uint32_t lg_cap = s->lg_cap;
+	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
+	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), lg_cap);
+	tfa_record_t *slot;
+	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+		slot = &slots[i];
+		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
+		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
+			if (!concurrent) {
+				if (key == 0)
+					__atomic_store_n(&s->used, used + 1, __ATOMIC_RELAXED);
+				break;
+			}
+			if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
+								   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+				if (key == 0)
+					__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
+				break;
+			}
+			n--; /* lost the slot to another insert: look at it again */
+			i = (i - 1) & mask;
+			continue;
+		}
+		/* A stale record of ptr, or (threads filling the shard meanwhile) no slot. */
+		if (tfa_unlikely(key == ptr) || (concurrent && tfa_unlikely(n == mask)))
+			return false;
+	}
+	slot->size_meta = size_meta;
+	slot->id_thread = id_thread;
+	slot->stack_id = stack_id;
+	slot->tag = tag;
+	__atomic_store_n(&slot->ptr, ptr, __ATOMIC_RELEASE);
+	return true;
+}
+
+/*
+ * The slot of ptr's record in its held shard s, or -1.  REQUIRES: ptr even and
+ * above TFA_PTR_BUSY.  [hot path]
+ */
+static TFA_ALWAYS_INLINE int64_t
+tfa_ptr_fast_find(const tfa_ptr_shard_t *s, uint64_t ptr)
+{
+	const tfa_record_t *slots = s->slots;
+
+	if (tfa_unlikely(slots == NULL))
+		return -1;
+	uint32_t lg_cap = s->lg_cap;
+	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
+	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), lg_cap);
+	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
+		if (tfa_likely(key == ptr))
+			return (int64_t)i;
+		if (key == 0 || tfa_unlikely(n == mask))
+			return -1;
+	}
+}
+
+/*
+ * Removes the record of ptr found at slot i of s, which no other thread can
+ * touch (a single thread, or the forking one): as tfa_ptr_held_remove does,
+ * empty when the next slot is empty, with the tombstones before it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+tfa_ptr_fast_remove_exclusive(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
+{
+	tfa_record_t *slots = s->slots;
+	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+
+	tfa_ptr_note_freed(ptr);
+	if (tfa_likely(slots[(i + 1) & mask].ptr != 0)) {
+		slots[i].ptr = ptr + 1;
+		return;
+	}
+	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
+	slots[i].ptr = 0;
+	used--;
+	for (i = (i - 1) & mask; TFA_PTR_IS_TOMBSTONE(slots[i].ptr); i = (i - 1) & mask) {
+		slots[i].ptr = 0;
+		used--;
+	}
+	__atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
+}
+
+/*
+ * Removes the record of ptr found at slot i of s, announced by this thread
+ * while others may run: false when another thread freed ptr meanwhile (a
+ * double free: nothing changed).  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_fast_remove_concurrent(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
+{
+	uint64_t expected = ptr;
+
+	tfa_ptr_note_freed(ptr);
+	return __atomic_compare_exchange_n(&s->slots[i].ptr, &expected, ptr + 1, false,
+					   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 /*
