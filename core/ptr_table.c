@@ -2,9 +2,12 @@
 #include "core/ptr_table.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/thread.h"
@@ -54,12 +57,53 @@ wait_for_rec(void *arg, tfa_thread_rec_t *rec)
  * operation either sees the gate or is seen here (Dekker's pattern with the
  * exchange in tfa_ptr_table_hold).
  */
+uint8_t tfa_ptr_asym_announce;
+/* Set before tfa_ptr_asym_announce, cleared after: a closer that may meet a
+ * plain announcement always issues the process-wide barrier. */
+static uint8_t asym_registered;
+
+static long
+membarrier(int cmd)
+{
+	return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+void
+tfa_ptr_table_init_barriers(void)
+{
+	bool ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+
+	if (ok) {
+		__atomic_store_n(&asym_registered, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&tfa_ptr_asym_announce, 1, __ATOMIC_SEQ_CST);
+	} else {
+		__atomic_store_n(&tfa_ptr_asym_announce, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&asym_registered, 0, __ATOMIC_SEQ_CST);
+	}
+}
+
+/*
+ * Every other thread's announcement made before this point is visible after
+ * it, or that thread sees the gates closed before it (see tfa_ptr_table_hold).
+ */
+static void
+process_barrier(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&asym_registered, __ATOMIC_SEQ_CST) == 0)
+		return;
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+		/* Cannot happen once registered; the slow global barrier does the same. */
+		(void)membarrier(MEMBARRIER_CMD_GLOBAL);
+	}
+}
+
 static void
 wait_announcements(const void *shard)
 {
 	struct wait_ctx w = { .shard = shard, .self = tfa_tls.rec };
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	process_barrier();
 	tfa_thread_foreach(wait_for_rec, &w);
 }
 
@@ -203,6 +247,8 @@ set_fast_limit(tfa_ptr_shard_t *s)
 	if (s->slots != NULL && !s->starved)
 		limit = ((uint64_t)7 << s->lg_cap) / 8; /* used below it: not TFA_PTR_OVERLOADED */
 	__atomic_store_n(&s->fast_limit, limit, __ATOMIC_RELAXED);
+	s->mask = s->slots != NULL ? ((uint64_t)1 << s->lg_cap) - 1 : 0;
+	s->shift = s->slots != NULL ? 64 - s->lg_cap : 63;
 }
 
 static uint64_t

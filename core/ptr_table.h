@@ -119,6 +119,8 @@ typedef struct tfa_ptr_shard_s {
 	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
 	 * or starved shards, which only the general insert serves). */
 	uint64_t fast_limit;
+	uint64_t mask;       /* 2^lg_cap - 1, for the fast paths */
+	uint32_t shift;      /* 64 - lg_cap: the home slot is the top lg_cap bits of the hash */
 	tfa_lock_t rebuild_lock;
 	bool starved;        /* growth failed: the last empty slot is kept */
 	/* Written only when an insert takes a slot that was empty: apart, so
@@ -208,6 +210,22 @@ void tfa_ptr_hold_locked(tfa_ptr_held_t *h);
 void tfa_ptr_hold_gated(tfa_ptr_held_t *h);
 
 /*
+ * Nonzero: announcements are plain stores, and whoever closes a gate makes
+ * every thread of the process execute a full barrier (membarrier's private
+ * expedited command) before it reads them: the rare rebuild pays for the
+ * barrier that every operation would otherwise make.  0: each announcement
+ * is an exchange (a full barrier).  Set by tfa_ptr_table_init_barriers.
+ */
+extern uint8_t tfa_ptr_asym_announce;
+
+/*
+ * Registers the process for membarrier and, when the kernel has it, turns
+ * tfa_ptr_asym_announce on.  Call once (the shim's init) and again in a fork
+ * child (while it has one thread).
+ */
+void tfa_ptr_table_init_barriers(void);
+
+/*
  * Holds the shard of ptr.  Nothing at all while the process has a single
  * thread (glibc clears __libc_single_threaded before the first thread starts,
  * never inside one of these sections), nor for the forking thread, which has
@@ -234,7 +252,13 @@ tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 	h.mode = TFA_PTR_ANNOUNCED;
 	h.rec = r;
 	h.depth = (uint8_t)d;
-	(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
+	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
+		/* The closer of a gate issues the barrier between this store and the load below. */
+		__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} else {
+		(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
+	}
 	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0))
 		tfa_ptr_hold_gated(&h);
 	return h;
@@ -413,9 +437,8 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 	if (tfa_unlikely(used >= __atomic_load_n(&s->fast_limit, __ATOMIC_RELAXED)))
 		return false;
 	tfa_record_t *slots = s->slots;
-	uint32_t lg_cap = s->lg_cap;
-	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), lg_cap);
+	uint64_t mask = s->mask;
+	uint64_t i = tfa_ptr_hash(ptr) >> s->shift;
 	tfa_record_t *slot;
 	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
 		slot = &slots[i];
@@ -459,9 +482,8 @@ tfa_ptr_fast_find(const tfa_ptr_shard_t *s, uint64_t ptr)
 
 	if (tfa_unlikely(slots == NULL))
 		return -1;
-	uint32_t lg_cap = s->lg_cap;
-	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), lg_cap);
+	uint64_t mask = s->mask;
+	uint64_t i = tfa_ptr_hash(ptr) >> s->shift;
 	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
 		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == ptr))
@@ -480,7 +502,7 @@ static TFA_ALWAYS_INLINE void
 tfa_ptr_fast_remove_exclusive(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
 {
 	tfa_record_t *slots = s->slots;
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
+	uint64_t mask = s->mask;
 
 	tfa_ptr_note_freed(ptr);
 	if (tfa_likely(slots[(i + 1) & mask].ptr != 0)) {

@@ -368,10 +368,10 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
 	uint64_t meta = (uint64_t)nbytes | (fast_meta_hi(kind) << 47);
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
-	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(ta->table, ptr), .mode = TFA_PTR_EXCLUSIVE };
+	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(ta->table, ptr);
+		held = tfa_ptr_table_hold(&process_table, ptr);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | ((uint64_t)(trec->index & 0xffffff) << 40);
 	uint32_t tag = tfa_tls.tag;
@@ -413,11 +413,10 @@ fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind)
 static TFA_ALWAYS_INLINE bool
 fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *requested_out, bool single)
 {
-	tfa_tracking_allocator_t *ta = &cpu_tracker;
-	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(ta->table, ptr), .mode = TFA_PTR_EXCLUSIVE };
+	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(ta->table, ptr);
+		held = tfa_ptr_table_hold(&process_table, ptr);
 	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
 	if (tfa_unlikely(i < 0))
 		goto not_served;
@@ -449,6 +448,9 @@ fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 {
 	size_t requested;
 	bool done;
+	/* free keeps errno: the thread's errno, found once (core/thread.c). */
+	int *errno_loc = tfa_tls.errno_loc;
+	int saved_errno = *errno_loc;
 
 	shim_enter();
 	if (tfa_likely(__libc_single_threaded))
@@ -459,19 +461,14 @@ fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 	if (tfa_likely(done))
 		tfa_je_sdallocx(p, requested == 0 ? 1 : requested, 0);
 	shim_exit();
+	*errno_loc = saved_errno;
 	return done;
 }
 
-void *
-tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+/* Everything fast_alloc does not serve. */
+static TFA_NOINLINE void *
+shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
-	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
-
-	if (tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0 && trec != NULL
-		       && !tfa_guard_active() && (alignment | (size_t)zero) == 0
-		       && nbytes <= TFA_JE_SMALL_MAX))
-		return fast_alloc(trec, nbytes, kind);
-
 	tfa_allocation_attrs_t attrs = {
 		.zero_fill = zero,
 		/* A nested call (the guard is held) is the shim's or its dependencies'. */
@@ -493,6 +490,34 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	return p;
 }
 
+void *
+tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+{
+	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+
+	if (tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0 && trec != NULL
+		       && !tfa_guard_active() && (alignment | (size_t)zero) == 0
+		       && nbytes <= TFA_JE_SMALL_MAX))
+		return fast_alloc(trec, nbytes, kind);
+	return shim_alloc_general(nbytes, alignment, kind, zero);
+}
+
+/* Everything fast_free does not serve. */
+static TFA_NOINLINE void
+shim_free_general(void *ptr, uint8_t kind)
+{
+	tfa_alloc_info_t info;
+	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
+	int saved_errno = errno;
+
+	shim_enter();
+	int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
+	if (tfa_unlikely(r != TFA_FREE_OK))
+		report_free_result(r, ptr, kind, &info);
+	shim_exit();
+	errno = saved_errno;
+}
+
 void
 tfa_shim_free(void *ptr, uint8_t kind)
 {
@@ -503,15 +528,7 @@ tfa_shim_free(void *ptr, uint8_t kind)
 		       && !tfa_guard_active() && ((uintptr_t)ptr & 7) == 0 && (uintptr_t)ptr > TFA_PTR_BUSY)
 	    && tfa_likely(fast_free(trec, ptr, kind)))
 		return;
-
-	tfa_alloc_info_t info;
-	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
-
-	shim_enter();
-	int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
-	if (tfa_unlikely(r != TFA_FREE_OK))
-		report_free_result(r, ptr, kind, &info);
-	shim_exit();
+	shim_free_general(ptr, kind);
 }
 
 void *
@@ -730,6 +747,7 @@ tfa_shim_init(void)
 	tfa_guard_enter();
 
 	tfa_log_init();
+	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
 	tfa_glibc_allocator_resolve();
 	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
@@ -1270,6 +1288,8 @@ tfa_shim_postfork_child(void)
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
 	tfa_lock_init(&errors_lock);
 	tfa_lock_init(&profile_lock);
+	/* Whether the child is registered for membarrier is the kernel's business: again. */
+	tfa_ptr_table_init_barriers();
 	/* The child has one thread: the fast path's single-thread accounting publishes at once
 	 * and expects nothing pending in this thread's slot. */
 	tfa_tracking_allocator_publish_self(&cpu_tracker);

@@ -70,6 +70,7 @@ tfa_thread_register_slow(void)
 	r->live = 1;
 	r->next_free = NULL;
 	tfa_tls.rec = r;
+	tfa_tls.errno_loc = __errno_location();
 	tfa_tls.fast_rec = r;
 	tfa_tls.state = TFA_TLS_REGISTERED;
 

@@ -70,6 +70,7 @@ typedef struct tfa_tls_s {
 	uint32_t recent_pos;
 	tfa_thread_rec_t *rec;
 	tfa_thread_rec_t *fast_rec; /* rec while the thread is registered (never the orphan): NULL otherwise */
+	int *errno_loc;            /* __errno_location() of the thread, set with fast_rec */
 	int64_t sample_left;       /* bytes until the next sampled allocation (TFALLOC_SAMPLE_BYTES) */
 	uint64_t sample_rng;       /* xorshift state of the sampling intervals; 0: not seeded */
 	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */

@@ -769,6 +769,13 @@ START_TEST(test_ptr_table_destroy_and_reuse)
 }
 END_TEST
 
+/* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
+static void
+asym_setup(void)
+{
+	tfa_ptr_table_init_barriers();
+}
+
 static Suite *
 ptr_table_suite(void)
 {
@@ -801,6 +808,15 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
 	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
+	suite_add_tcase(s, tc);
+
+	/* The threaded cases again, with the asymmetric announcements the shim uses. */
+	tc = tcase_create("asymmetric");
+	tcase_add_checked_fixture(tc, asym_setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_ptr_table_threads);
+	tcase_add_test(tc, test_ptr_table_threads_share_shards);
+	tcase_add_test(tc, test_ptr_table_remove_race);
 	suite_add_tcase(s, tc);
 	return s;
 }
