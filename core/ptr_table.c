@@ -13,8 +13,6 @@
 #include "core/thread.h"
 
 #define LG_CAP_INITIAL TFA_PTR_LG_CAP_INITIAL
-#define ptr_hash       tfa_ptr_hash
-#define slot_of        tfa_ptr_slot_of
 #define shard_of       tfa_ptr_shard_of
 
 static bool
@@ -176,7 +174,7 @@ static bool
 place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 {
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = slot_of(ptr_hash((uintptr_t)rec->ptr), lg_cap);
+	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
 
 	for (; slots[i].ptr != 0; i = (i + 1) & mask)
 		if (slots[i].ptr == rec->ptr)
@@ -382,7 +380,7 @@ shard_find(const tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t key)
 	if (slots == NULL)
 		return -1;
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = slot_of(ptr_hash(ptr), s->lg_cap);
+	uint64_t i = tfa_ptr_home(ptr, s->lg_cap);
 	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
 		uint64_t k = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (k == key)

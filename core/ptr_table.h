@@ -184,11 +184,37 @@ tfa_ptr_hash(uintptr_t p)
 	return (uint64_t)(p >> 3) * UINT64_C(0x9E3779B97F4A7C15);
 }
 
-/* Slot index from the top bits of the pointer's hash. */
+/*
+ * The home slot of p in a shard of 2^lg_cap slots (shift = 64 - lg_cap, mask
+ * = 2^lg_cap - 1).  The blocks of one 2^TFA_PTR_CHUNK_LG-byte chunk have
+ * neighbouring homes, in address order at 16 bytes a slot: blocks made or
+ * freed one after the other usually lie next to each other, and their records
+ * then share cache lines instead of each costing a miss once the table
+ * outgrows the caches (trees 16 under callgrind with an 8 MiB last-level
+ * cache: 4.9 M misses with a hashed home, 1.2 M).  The chunk's place is the
+ * Fibonacci hash of its address.  Larger chunks save more misses but make
+ * longer runs, and runs at hashed places merge into clusters (512-byte
+ * chunks: a heap of 8-byte blocks took 2x the instructions).
+ */
+#define TFA_PTR_CHUNK_LG 8
+
 static TFA_ALWAYS_INLINE uint64_t
-tfa_ptr_slot_of(uint64_t h, uint32_t lg_cap)
+tfa_ptr_home_fast(uintptr_t p, uint32_t shift, uint64_t mask)
 {
-	return h >> (64 - lg_cap);
+	/*
+	 * The chunk's address, and bit 3: 8-byte blocks (jemalloc's smallest
+	 * class) at odd multiples of 8 go to a chunk of their own.
+	 */
+	uint64_t key = (uint64_t)p & ~(uint64_t)(((1u << TFA_PTR_CHUNK_LG) - 1) & ~8u);
+	key = (key >> TFA_PTR_CHUNK_LG) | (key << (64 - TFA_PTR_CHUNK_LG)); /* a rotation */
+	uint64_t chunk = (key * UINT64_C(0x9E3779B97F4A7C15)) >> shift;
+	return (chunk + ((p >> 4) & ((1u << (TFA_PTR_CHUNK_LG - 4)) - 1))) & mask;
+}
+
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_home(uintptr_t p, uint32_t lg_cap)
+{
+	return tfa_ptr_home_fast(p, 64 - lg_cap, ((uint64_t)1 << lg_cap) - 1);
 }
 
 /*
@@ -308,7 +334,7 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, lg_cap) && !s->starved))
 		return TFA_PTR_AGAIN;
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash((uintptr_t)rec->ptr), lg_cap);
+	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
 	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
 		tfa_record_t *slot = &slots[i];
 		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
@@ -386,7 +412,7 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 	if (tfa_unlikely(ptr <= TFA_PTR_BUSY || (ptr & 1) != 0 || slots == NULL))
 		return false;
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = tfa_ptr_slot_of(tfa_ptr_hash(ptr), s->lg_cap);
+	uint64_t i = tfa_ptr_home(ptr, s->lg_cap);
 	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
 		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (key == ptr)
@@ -438,7 +464,7 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 		return false;
 	tfa_record_t *slots = s->slots;
 	uint64_t mask = s->mask;
-	uint64_t i = tfa_ptr_hash(ptr) >> s->shift;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->shift, mask);
 	tfa_record_t *slot;
 	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
 		slot = &slots[i];
@@ -483,7 +509,7 @@ tfa_ptr_fast_find(const tfa_ptr_shard_t *s, uint64_t ptr)
 	if (tfa_unlikely(slots == NULL))
 		return -1;
 	uint64_t mask = s->mask;
-	uint64_t i = tfa_ptr_hash(ptr) >> s->shift;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->shift, mask);
 	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
 		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == ptr))

@@ -373,7 +373,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	if (!single)
 		held = tfa_ptr_table_hold(&process_table, ptr);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
-	uint64_t id_thread = (id & TFA_ID_MAX) | ((uint64_t)(trec->index & 0xffffff) << 40);
+	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = tfa_tls.tag;
 	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
@@ -495,9 +495,9 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
 
-	if (tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0 && trec != NULL
-		       && !tfa_guard_active() && (alignment | (size_t)zero) == 0
-		       && nbytes <= TFA_JE_SMALL_MAX))
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely((alignment | (size_t)zero) == 0)
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX))
 		return fast_alloc(trec, nbytes, kind);
 	return shim_alloc_general(nbytes, alignment, kind, zero);
 }
@@ -523,9 +523,13 @@ tfa_shim_free(void *ptr, uint8_t kind)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
 
-	/* Odd and tiny pointers are never records' keys: the general path says so. */
-	if (tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0 && trec != NULL
-		       && !tfa_guard_active() && ((uintptr_t)ptr & 7) == 0 && (uintptr_t)ptr > TFA_PTR_BUSY)
+	/*
+	 * Pointers not a multiple of 8 are never records' keys (nor is NULL,
+	 * which the caller never passes, nor TFA_PTR_BUSY): the general path
+	 * says what they are.
+	 */
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
 	    && tfa_likely(fast_free(trec, ptr, kind)))
 		return;
 	shim_free_general(ptr, kind);

@@ -67,6 +67,7 @@ tfa_thread_register_slow(void)
 						      __ATOMIC_RELAXED));
 	}
 	r->index = index;
+	r->id_thread_bits = (uint64_t)(index & 0xffffff) << 40;
 	r->live = 1;
 	r->next_free = NULL;
 	tfa_tls.rec = r;

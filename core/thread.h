@@ -48,6 +48,7 @@ typedef struct tfa_thread_rec_s {
 	struct tfa_thread_rec_s *next_free;
 	uint32_t index; /* 1-based registration number of the current owner */
 	uint32_t live;
+	uint64_t id_thread_bits; /* index as a record's id_thread has it (core/ptr_table.h) */
 	/* The pointer-table shards this thread is inside (core/ptr_table.h). */
 	void *announce[TFA_ANNOUNCE_DEPTH];
 	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
