@@ -394,11 +394,11 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 }
 
 static TFA_ALWAYS_INLINE void *
-fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind)
+fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
 {
 	shim_enter();
 	/* jemalloc serves malloc(0) as malloc(1). */
-	void *p = tfa_je_malloc(nbytes);
+	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
 	if (tfa_likely(p != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
 			fast_record(trec, (uintptr_t)p, nbytes, kind, true);
@@ -465,6 +465,8 @@ fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 	return done;
 }
 
+static void *shim_realloc_general(void *ptr, size_t nbytes);
+
 /* Everything fast_alloc does not serve. */
 static TFA_NOINLINE void *
 shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
@@ -496,9 +498,9 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
-	    && tfa_likely(!tfa_guard_active()) && tfa_likely((alignment | (size_t)zero) == 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX))
-		return fast_alloc(trec, nbytes, kind);
+		return fast_alloc(trec, nbytes, kind, zero);
 	return shim_alloc_general(nbytes, alignment, kind, zero);
 }
 
@@ -535,8 +537,97 @@ tfa_shim_free(void *ptr, uint8_t kind)
 	shim_free_general(ptr, kind);
 }
 
+/*
+ * realloc of a small block of the fast path's kind to a small size, with one
+ * thread: jemalloc's rallocx, then the record changed in place (or moved) and
+ * the counts of one free, one allocation and one realloc, as
+ * tfa_tracking_reallocate makes them.  false: not served (nothing changed).
+ * [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+	uint64_t ptr = (uintptr_t)p;
+	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&process_table, ptr);
+
+	shim_enter();
+	int64_t i = tfa_ptr_fast_find(sh, ptr);
+	if (tfa_unlikely(i < 0))
+		goto not_served;
+	uint64_t old_meta = sh->slots[i].size_meta;
+	size_t old = old_meta & TFA_REQUESTED_MAX;
+	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX))
+		goto not_served;
+	void *q = tfa_je_rallocx(p, nbytes, 0);
+	if (tfa_unlikely(q == NULL)) {
+		/* Refused: the old block and its record are intact. */
+		*out = NULL;
+		shim_exit();
+		return true;
+	}
+	size_t old_asz = tfa_jemalloc_usable[(old + 7) >> 3];
+	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
+	uint64_t meta = (uint64_t)nbytes | (fast_meta_hi(TFA_KIND_MALLOC) << 47);
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
+	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
+	uint32_t tag = tfa_tls.tag;
+
+	/* The old block's free. */
+	s->num_frees++;
+	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, false);
+	s->num_reallocs++;
+	if (tfa_likely(q == p)) {
+		tfa_record_t *slot = &sh->slots[i];
+		slot->size_meta = meta;
+		slot->id_thread = id_thread;
+		slot->stack_id = 0;
+		slot->tag = tag;
+	} else {
+		tfa_ptr_fast_remove_exclusive(sh, (uint64_t)i, ptr);
+		uint64_t qp = (uintptr_t)q;
+		if (tfa_unlikely(!tfa_ptr_fast_insert(tfa_ptr_shard_of(&process_table, qp), qp, meta,
+						      id_thread, 0, tag, false))) {
+			tfa_record_t rec = { .ptr = qp, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+			tfa_tracking_record_block(ta, &rec, asz);
+			goto done;
+		}
+	}
+	/* The new block's allocation. */
+	s->num_allocs++;
+	s->total_bytes += nbytes;
+	s->total_allocated_bytes += asz;
+	if (tfa_unlikely(nbytes > s->largest_alloc_size))
+		s->largest_alloc_size = nbytes;
+	fast_count(s, (int64_t)nbytes, (int64_t)asz, true, true);
+done:
+	*out = q;
+	shim_exit();
+	return true;
+
+not_served:
+	shim_exit();
+	return false;
+}
+
 void *
 tfa_shim_realloc(void *ptr, size_t nbytes)
+{
+	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+	void *q;
+
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(__libc_single_threaded)
+	    && tfa_likely(fast_realloc(trec, ptr, nbytes, &q)))
+		return q;
+	return shim_realloc_general(ptr, nbytes);
+}
+
+/* Everything fast_realloc does not serve. */
+static TFA_NOINLINE void *
+shim_realloc_general(void *ptr, size_t nbytes)
 {
 	int r;
 	tfa_alloc_info_t old;

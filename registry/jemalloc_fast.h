@@ -27,6 +27,8 @@ TFA_HIDDEN bool tfa_jemalloc_is_private(const tfa_allocator_t *a);
 
 /* The private copy's entry points. */
 TFA_HIDDEN void *tfa_je_malloc(size_t size);
+TFA_HIDDEN void *tfa_je_calloc(size_t n, size_t size);
+TFA_HIDDEN void *tfa_je_rallocx(void *ptr, size_t size, int flags);
 TFA_HIDDEN void tfa_je_sdallocx(void *ptr, size_t size, int flags);
 
 #endif /* TFA_REGISTRY_JEMALLOC_FAST_H */
