@@ -2,16 +2,17 @@
 #include "core/ptr_table.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/thread.h"
 
 #define LG_CAP_INITIAL TFA_PTR_LG_CAP_INITIAL
-#define ptr_hash       tfa_ptr_hash
-#define slot_of        tfa_ptr_slot_of
 #define shard_of       tfa_ptr_shard_of
 
 static bool
@@ -54,12 +55,53 @@ wait_for_rec(void *arg, tfa_thread_rec_t *rec)
  * operation either sees the gate or is seen here (Dekker's pattern with the
  * exchange in tfa_ptr_table_hold).
  */
+uint8_t tfa_ptr_asym_announce;
+/* Set before tfa_ptr_asym_announce, cleared after: a closer that may meet a
+ * plain announcement always issues the process-wide barrier. */
+static uint8_t asym_registered;
+
+static long
+membarrier(int cmd)
+{
+	return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+void
+tfa_ptr_table_init_barriers(void)
+{
+	bool ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+
+	if (ok) {
+		__atomic_store_n(&asym_registered, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&tfa_ptr_asym_announce, 1, __ATOMIC_SEQ_CST);
+	} else {
+		__atomic_store_n(&tfa_ptr_asym_announce, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&asym_registered, 0, __ATOMIC_SEQ_CST);
+	}
+}
+
+/*
+ * Every other thread's announcement made before this point is visible after
+ * it, or that thread sees the gates closed before it (see tfa_ptr_table_hold).
+ */
+static void
+process_barrier(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&asym_registered, __ATOMIC_SEQ_CST) == 0)
+		return;
+	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+		/* Cannot happen once registered; the slow global barrier does the same. */
+		(void)membarrier(MEMBARRIER_CMD_GLOBAL);
+	}
+}
+
 static void
 wait_announcements(const void *shard)
 {
 	struct wait_ctx w = { .shard = shard, .self = tfa_tls.rec };
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	process_barrier();
 	tfa_thread_foreach(wait_for_rec, &w);
 }
 
@@ -132,7 +174,7 @@ static bool
 place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
 {
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = slot_of(ptr_hash((uintptr_t)rec->ptr), lg_cap);
+	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
 
 	for (; slots[i].ptr != 0; i = (i + 1) & mask)
 		if (slots[i].ptr == rec->ptr)
@@ -194,6 +236,19 @@ shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	return live;
 }
 
+/* The fast insert's bound after a change of the shard's mapping or starvation. */
+static void
+set_fast_limit(tfa_ptr_shard_t *s)
+{
+	uint64_t limit = 0;
+
+	if (s->slots != NULL && !s->starved)
+		limit = ((uint64_t)7 << s->lg_cap) / 8; /* used below it: not TFA_PTR_OVERLOADED */
+	__atomic_store_n(&s->fast_limit, limit, __ATOMIC_RELAXED);
+	s->mask = s->slots != NULL ? ((uint64_t)1 << s->lg_cap) - 1 : 0;
+	s->shift = s->slots != NULL ? 64 - s->lg_cap : 63;
+}
+
 static uint64_t
 count_live(const tfa_ptr_shard_t *s)
 {
@@ -221,6 +276,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 			live = shard_purge(t, s);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 			s->starved = false;
+			set_fast_limit(s);
 			return 0;
 		}
 		new_lg = s->lg_cap + 1;
@@ -233,6 +289,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 		live = shard_purge(t, s);
 		__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 		s->starved = true;
+		set_fast_limit(s);
 		return -ENOMEM;
 	}
 	live = 0;
@@ -254,6 +311,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	__atomic_store_n(&s->lg_cap, new_lg, __ATOMIC_RELAXED);
 	s->starved = false;
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+	set_fast_limit(s);
 	return 0;
 }
 
@@ -322,7 +380,7 @@ shard_find(const tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t key)
 	if (slots == NULL)
 		return -1;
 	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = slot_of(ptr_hash(ptr), s->lg_cap);
+	uint64_t i = tfa_ptr_home(ptr, s->lg_cap);
 	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
 		uint64_t k = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (k == key)
@@ -422,6 +480,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		__atomic_store_n(&s->lg_cap, 0, __ATOMIC_RELAXED);
 		s->starved = false;
 		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
+		set_fast_limit(s);
 		shard_admit(s);
 	}
 	memset(tfa_tls.recent_free, 0, sizeof(tfa_tls.recent_free));

@@ -33,6 +33,7 @@
 #include "core/tracking_allocator.h"
 #include "core/unwind.h"
 #include "registry/backends.h"
+#include "registry/jemalloc_fast.h"
 #include "registry/registry.h"
 
 extern char **environ;
@@ -362,8 +363,164 @@ stack_for(size_t nbytes)
 	return capture_stack();
 }
 
-void *
-tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+/*
+ * The process tracker's fast path: the calls of a registered thread, outside
+ * the guard, with the private jemalloc as backend, no stacks, no limit, small
+ * requests at the default alignment (cpu_tracker.fast says the process-wide
+ * part).  Everything is known here: jemalloc is called directly, the
+ * allocated size comes from its table, the record's metadata is a constant
+ * but for the size and the kind, and the statistics go straight to the
+ * thread's slot of the process tracker (TFA_SLOT_PROCESS).  What this path
+ * cannot do (make room in the table, a stale or missing record, a mismatched
+ * or aligned block) goes to the general path, which does the same things in
+ * the same order; so do the slow path's results: exact counts, the peak exact
+ * with a single thread, the table and the counts changed in one section.
+ */
+
+/* The record's bits 47 and up (backend, kind, device 0, lg_align 0) of a fast block. */
+static TFA_ALWAYS_INLINE uint64_t
+fast_meta_hi(uint8_t kind)
+{
+	return (uint64_t)TFA_BACKEND_JEMALLOC | ((uint64_t)(kind & 7) << 3);
+}
+
+/* Counts a block made (sign 1) or freed (-1) in the thread's slot.  [hot path] */
+static TFA_ALWAYS_INLINE void
+fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bool grew)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+
+	if (single) {
+		/* One thread: published at once (its pending figures are 0), the peak exact. */
+		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + bytes;
+		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + allocated;
+		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
+		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
+		if (grew && now > __atomic_load_n(&ta->peak, __ATOMIC_RELAXED))
+			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
+		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
+			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
+		return;
+	}
+	s->pending_bytes += bytes;
+	s->pending_allocated += allocated;
+	/* |pending| > threshold, as one unsigned comparison each. */
+	if ((uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
+	    || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
+		       > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD))
+		tfa_tracking_publish(ta, s);
+}
+
+/* Records the block p of nbytes made by jemalloc.  single: the process has one thread.  [hot path] */
+static TFA_ALWAYS_INLINE void
+fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, bool single)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
+	uint64_t meta = (uint64_t)nbytes | (fast_meta_hi(kind) << 47);
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
+
+	if (!single)
+		held = tfa_ptr_table_hold(&process_table, ptr);
+	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
+	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
+	uint32_t tag = tfa_tls.tag;
+	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
+					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
+		s->num_allocs++;
+		s->total_bytes += nbytes;
+		s->total_allocated_bytes += asz;
+		if (tfa_unlikely(nbytes > s->largest_alloc_size))
+			s->largest_alloc_size = nbytes;
+		fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
+		if (!single)
+			tfa_ptr_table_release(held);
+		return;
+	}
+	if (!single)
+		tfa_ptr_table_release(held);
+	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+	tfa_tracking_record_block(ta, &rec, asz);
+}
+
+static TFA_ALWAYS_INLINE void *
+fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+{
+	shim_enter();
+	/* jemalloc serves malloc(0) as malloc(1). */
+	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
+	if (tfa_likely(p != NULL)) {
+		if (tfa_likely(__libc_single_threaded))
+			fast_record(trec, (uintptr_t)p, nbytes, kind, true);
+		else
+			fast_record(trec, (uintptr_t)p, nbytes, kind, false);
+	}
+	shim_exit();
+	return p;
+}
+
+/* false: not served (nothing changed), the general path must.  [hot path] */
+static TFA_ALWAYS_INLINE bool
+fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *requested_out, bool single)
+{
+	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
+
+	if (!single)
+		held = tfa_ptr_table_hold(&process_table, ptr);
+	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
+	if (tfa_unlikely(i < 0))
+		goto not_served;
+	uint64_t meta = held.shard->slots[i].size_meta;
+	size_t requested = meta & TFA_REQUESTED_MAX;
+	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX))
+		goto not_served;
+	if (single || held.mode == TFA_PTR_EXCLUSIVE)
+		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
+	else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr)))
+		goto not_served;
+	size_t asz = tfa_jemalloc_usable[(requested + 7) >> 3];
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+	s->num_frees++;
+	fast_count(s, -(int64_t)requested, -(int64_t)asz, single, false);
+	if (!single)
+		tfa_ptr_table_release(held);
+	*requested_out = requested;
+	return true;
+
+not_served:
+	if (!single)
+		tfa_ptr_table_release(held);
+	return false;
+}
+
+static TFA_ALWAYS_INLINE bool
+fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
+{
+	size_t requested;
+	bool done;
+	/* free keeps errno: the thread's errno, found once (core/thread.c). */
+	int *errno_loc = tfa_tls.errno_loc;
+	int saved_errno = *errno_loc;
+
+	shim_enter();
+	if (tfa_likely(__libc_single_threaded))
+		done = fast_unrecord(trec, (uintptr_t)p, kind, &requested, true);
+	else
+		done = fast_unrecord(trec, (uintptr_t)p, kind, &requested, false);
+	/* Counted before jemalloc can hand the address out again. */
+	if (tfa_likely(done))
+		tfa_je_sdallocx(p, requested == 0 ? 1 : requested, 0);
+	shim_exit();
+	*errno_loc = saved_errno;
+	return done;
+}
+
+static void *shim_realloc_general(void *ptr, size_t nbytes);
+
+/* Everything fast_alloc does not serve. */
+static TFA_NOINLINE void *
+shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
 	tfa_allocation_attrs_t attrs = {
 		.zero_fill = zero,
@@ -388,21 +545,142 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	return p;
 }
 
-void
-tfa_shim_free(void *ptr, uint8_t kind)
+void *
+tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+{
+	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX))
+		return fast_alloc(trec, nbytes, kind, zero);
+	return shim_alloc_general(nbytes, alignment, kind, zero);
+}
+
+/* Everything fast_free does not serve. */
+static TFA_NOINLINE void
+shim_free_general(void *ptr, uint8_t kind)
 {
 	tfa_alloc_info_t info;
 	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
+	int saved_errno = errno;
 
 	shim_enter();
 	int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
 	if (tfa_unlikely(r != TFA_FREE_OK))
 		report_free_result(r, ptr, kind, &info);
 	shim_exit();
+	errno = saved_errno;
+}
+
+void
+tfa_shim_free(void *ptr, uint8_t kind)
+{
+	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+
+	/*
+	 * Pointers not a multiple of 8 are never records' keys (nor is NULL,
+	 * which the caller never passes, nor TFA_PTR_BUSY): the general path
+	 * says what they are.
+	 */
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
+	    && tfa_likely(fast_free(trec, ptr, kind)))
+		return;
+	shim_free_general(ptr, kind);
+}
+
+/*
+ * realloc of a small block of the fast path's kind to a small size, with one
+ * thread: jemalloc's rallocx, then the record changed in place (or moved) and
+ * the counts of one free, one allocation and one realloc, as
+ * tfa_tracking_reallocate makes them.  false: not served (nothing changed).
+ * [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+	uint64_t ptr = (uintptr_t)p;
+	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&process_table, ptr);
+
+	shim_enter();
+	int64_t i = tfa_ptr_fast_find(sh, ptr);
+	if (tfa_unlikely(i < 0))
+		goto not_served;
+	uint64_t old_meta = sh->slots[i].size_meta;
+	size_t old = old_meta & TFA_REQUESTED_MAX;
+	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX))
+		goto not_served;
+	void *q = tfa_je_rallocx(p, nbytes, 0);
+	if (tfa_unlikely(q == NULL)) {
+		/* Refused: the old block and its record are intact. */
+		*out = NULL;
+		shim_exit();
+		return true;
+	}
+	size_t old_asz = tfa_jemalloc_usable[(old + 7) >> 3];
+	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
+	uint64_t meta = (uint64_t)nbytes | (fast_meta_hi(TFA_KIND_MALLOC) << 47);
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
+	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
+	uint32_t tag = tfa_tls.tag;
+
+	/* The old block's free. */
+	s->num_frees++;
+	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, false);
+	s->num_reallocs++;
+	if (tfa_likely(q == p)) {
+		tfa_record_t *slot = &sh->slots[i];
+		slot->size_meta = meta;
+		slot->id_thread = id_thread;
+		slot->stack_id = 0;
+		slot->tag = tag;
+	} else {
+		tfa_ptr_fast_remove_exclusive(sh, (uint64_t)i, ptr);
+		uint64_t qp = (uintptr_t)q;
+		if (tfa_unlikely(!tfa_ptr_fast_insert(tfa_ptr_shard_of(&process_table, qp), qp, meta,
+						      id_thread, 0, tag, false))) {
+			tfa_record_t rec = { .ptr = qp, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+			tfa_tracking_record_block(ta, &rec, asz);
+			goto done;
+		}
+	}
+	/* The new block's allocation. */
+	s->num_allocs++;
+	s->total_bytes += nbytes;
+	s->total_allocated_bytes += asz;
+	if (tfa_unlikely(nbytes > s->largest_alloc_size))
+		s->largest_alloc_size = nbytes;
+	fast_count(s, (int64_t)nbytes, (int64_t)asz, true, true);
+done:
+	*out = q;
+	shim_exit();
+	return true;
+
+not_served:
+	shim_exit();
+	return false;
 }
 
 void *
 tfa_shim_realloc(void *ptr, size_t nbytes)
+{
+	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+	void *q;
+
+	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(__libc_single_threaded)
+	    && tfa_likely(fast_realloc(trec, ptr, nbytes, &q)))
+		return q;
+	return shim_realloc_general(ptr, nbytes);
+}
+
+/* Everything fast_realloc does not serve. */
+static TFA_NOINLINE void *
+shim_realloc_general(void *ptr, size_t nbytes)
 {
 	int r;
 	tfa_alloc_info_t old;
@@ -621,6 +899,7 @@ tfa_shim_init(void)
 	tfa_guard_enter();
 
 	tfa_log_init();
+	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
 	tfa_glibc_allocator_resolve();
 	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
@@ -645,6 +924,10 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
+	/* The fast path knows one backend and keeps no stacks. */
+	tfa_tracking_allocator_set_fast(&cpu_tracker,
+					tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
+						&& stacks.mode == TFA_STACKS_NONE);
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
@@ -1344,6 +1627,11 @@ tfa_shim_postfork_child(void)
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
 	tfa_lock_init(&errors_lock);
 	tfa_lock_init(&profile_lock);
+	/* Whether the child is registered for membarrier is the kernel's business: again. */
+	tfa_ptr_table_init_barriers();
+	/* The child has one thread: the fast path's single-thread accounting publishes at once
+	 * and expects nothing pending in this thread's slot. */
+	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	/* The child is a process of its own: its own identity and profile file. */
 	proc.ppid = proc.pid;
 	proc.pid = getpid();

@@ -34,7 +34,7 @@ void *tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero);
 /*
  * Frees ptr (not NULL) for a call of `kind` (free: TFA_KIND_MALLOC, delete:
  * TFA_KIND_NEW, delete[]: TFA_KIND_NEW_ARRAY).  A pointer the shim did not hand
- * out is reported and never reaches a backend.  [hot path]
+ * out is reported and never reaches a backend.  errno is preserved.  [hot path]
  */
 void tfa_shim_free(void *ptr, uint8_t kind);
 

@@ -67,9 +67,12 @@ tfa_thread_register_slow(void)
 						      __ATOMIC_RELAXED));
 	}
 	r->index = index;
+	r->id_thread_bits = (uint64_t)(index & 0xffffff) << 40;
 	r->live = 1;
 	r->next_free = NULL;
 	tfa_tls.rec = r;
+	tfa_tls.errno_loc = __errno_location();
+	tfa_tls.fast_rec = r;
 	tfa_tls.state = TFA_TLS_REGISTERED;
 
 	/*
@@ -103,6 +106,7 @@ thread_exit_hook(void *arg)
 	free_recs = r;
 	live_count--;
 	tfa_unlock(&threads_lock);
+	tfa_tls.fast_rec = NULL;
 	tfa_tls.rec = &tfa_orphan_rec;
 	tfa_tls.state = TFA_TLS_RETIRED;
 }

@@ -48,6 +48,7 @@ typedef struct tfa_thread_rec_s {
 	struct tfa_thread_rec_s *next_free;
 	uint32_t index; /* 1-based registration number of the current owner */
 	uint32_t live;
+	uint64_t id_thread_bits; /* index as a record's id_thread has it (core/ptr_table.h) */
 	/* The pointer-table shards this thread is inside (core/ptr_table.h). */
 	void *announce[TFA_ANNOUNCE_DEPTH];
 	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
@@ -69,6 +70,8 @@ typedef struct tfa_tls_s {
 	uint32_t table_depth;      /* pointer-table sections announced */
 	uint32_t recent_pos;
 	tfa_thread_rec_t *rec;
+	tfa_thread_rec_t *fast_rec; /* rec while the thread is registered (never the orphan): NULL otherwise */
+	int *errno_loc;            /* __errno_location() of the thread, set with fast_rec */
 	int64_t sample_left;       /* bytes until the next sampled allocation (TFALLOC_SAMPLE_BYTES) */
 	uint64_t sample_rng;       /* xorshift state of the sampling intervals; 0: not seeded */
 	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */

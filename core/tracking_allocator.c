@@ -233,6 +233,14 @@ update_slow(tfa_tracking_allocator_t *ta)
 {
 	uint8_t slow = ta->slot < 0 || ta->degraded || ta->bytes_limit > 0;
 	__atomic_store_n(&ta->slow, slow, __ATOMIC_RELAXED);
+	__atomic_store_n(&ta->fast, (uint8_t)(ta->fast_wanted && !slow), __ATOMIC_RELAXED);
+}
+
+void
+tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, bool on)
+{
+	ta->fast_wanted = on;
+	update_slow(ta);
 }
 
 static void
@@ -304,6 +312,7 @@ tfa_tracking_allocator_set_backend(tfa_tracking_allocator_t *ta, tfa_allocator_t
 	if (backend == NULL || backend->backend_id >= TFA_MAX_BACKENDS)
 		return;
 	ta->backends[backend->backend_id] = backend;
+	tfa_tracking_allocator_set_fast(ta, false);
 	__atomic_store_n(&ta->wrapper.wrapped, backend, __ATOMIC_RELEASE);
 }
 
@@ -392,6 +401,27 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 	degrade(ta);
 	return p;
+}
+
+void
+tfa_tracking_record_block(tfa_tracking_allocator_t *ta, const tfa_record_t *rec, size_t asz)
+{
+	size_t nbytes = rec->size_meta & TFA_REQUESTED_MAX;
+	tfa_record_t old;
+
+	/* Record and count in one critical section: a fork sees both or neither. */
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, (uintptr_t)rec->ptr);
+	int r = tfa_ptr_held_insert_room(ta->table, &held, rec, &old);
+	if (tfa_likely(r >= 0)) {
+		slot_ref_t ref = slot_enter(ta);
+		account_alloc(ref.slot, nbytes, asz, false);
+		tfa_tracking_settle(ta, ref.slot);
+		slot_exit(ref);
+		site_alloc(ta, rec->stack_id, nbytes);
+	}
+	tfa_ptr_table_release(held);
+	if (tfa_unlikely(r != 0))
+		tfa_tracking_insert_failed(ta, r, &old);
 }
 
 void *

@@ -50,6 +50,10 @@ typedef struct tfa_tracking_allocator_s {
 	bool degraded;
 	/* Nonzero when the fast paths cannot serve: a limit, degraded, a shared slot. */
 	uint8_t slow;
+	/* Nonzero when the process tracker's fast path (core/shim.c) may serve:
+	 * its owner asked for it (fast_wanted) and slow is 0. */
+	uint8_t fast;
+	bool fast_wanted;
 	int64_t bytes_limit;
 
 	int64_t in_use TFA_ALIGNED_CACHELINE; /* published figures */
@@ -96,6 +100,20 @@ tfa_tracking_allocator_base(tfa_tracking_allocator_t *ta)
 {
 	return &ta->wrapper.base;
 }
+
+/*
+ * The owner of ta vouches that its own fast path serves ta's current backend
+ * (core/shim.c); ta->fast says when it may run.  Changing the backend withdraws it.
+ */
+void tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, bool on);
+
+/*
+ * Records p, which ta's backend made, with the record rec already packed (its
+ * id taken) and asz allocated bytes: the general insert (making room,
+ * replacing a stale record) and the accounting.  For fast paths whose own
+ * insert could not serve.  REQUIRES: the caller holds no shard.
+ */
+void tfa_tracking_record_block(tfa_tracking_allocator_t *ta, const tfa_record_t *rec, size_t asz);
 
 /* 0: no limit.  Requests that would take bytes in use past the limit fail. */
 void tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t limit);

@@ -46,9 +46,8 @@ free(void *ptr)
 {
 	if (ptr == NULL)
 		return;
-	int saved_errno = errno;
+	/* errno is kept there. */
 	tfa_shim_free(ptr, TFA_KIND_MALLOC);
-	errno = saved_errno;
 }
 
 TFA_EXPORT void *

@@ -100,9 +100,8 @@ cxx_delete(void *ptr, uint8_t kind)
 {
 	if (ptr == NULL)
 		return;
-	int saved_errno = errno;
+	/* errno is kept there. */
 	tfa_shim_free(ptr, kind);
-	errno = saved_errno;
 }
 
 #define NEW_KIND    TFA_KIND_NEW

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/thread.h"
+#include "registry/jemalloc_fast.h"
 #include "registry/registry.h"
 
 #define JEMALLOC_SONAME "libjemalloc.so.2"
@@ -40,8 +41,8 @@ static struct jemalloc_api je;
  * is a multiple of 8, so one entry per 8 bytes answers nallocx without the
  * call (it runs twice per malloc/free pair in the tracker).
  */
-#define SMALL_MAX 16384
-static uint32_t small_usable[SMALL_MAX / 8 + 1];
+#define SMALL_MAX TFA_JE_SMALL_MAX
+uint32_t tfa_jemalloc_usable[SMALL_MAX / 8 + 1];
 
 static inline int
 align_flag(size_t alignment)
@@ -95,7 +96,7 @@ jemalloc_good_size(const tfa_allocator_t *self, size_t nbytes, size_t alignment)
 {
 	(void)self;
 	if (alignment <= JE_MIN_ALIGN && nbytes <= SMALL_MAX)
-		return small_usable[(nbytes + 7) >> 3];
+		return tfa_jemalloc_usable[(nbytes + 7) >> 3];
 	return je.nallocx(nbytes, align_flag(alignment));
 }
 
@@ -122,7 +123,7 @@ static const tfa_allocator_ops_t jemalloc_ops = {
 	.good_size = jemalloc_good_size,
 	.malloc_fast = jemalloc_malloc_fast,
 	.free_sized_fast = jemalloc_free_sized_fast,
-	.usable_table = small_usable,
+	.usable_table = tfa_jemalloc_usable,
 	.usable_table_max = SMALL_MAX,
 };
 
@@ -133,12 +134,9 @@ static tfa_allocator_t jemalloc_allocator = {
 	.backend_id = TFA_BACKEND_JEMALLOC,
 };
 
-/* The private copy (registry/make_private_jemalloc.sh). */
-extern void *tfa_je_malloc(size_t size);
+/* The private copy (registry/make_private_jemalloc.sh; the rest in registry/jemalloc_fast.h). */
 extern void *tfa_je_mallocx(size_t size, int flags);
 extern void tfa_je_dallocx(void *ptr, int flags);
-extern void tfa_je_sdallocx(void *ptr, size_t size, int flags);
-extern void *tfa_je_rallocx(void *ptr, size_t size, int flags);
 extern size_t tfa_je_sallocx(const void *ptr, int flags);
 extern size_t tfa_je_nallocx(size_t size, int flags);
 
@@ -179,6 +177,12 @@ program_api(struct jemalloc_api *api)
 	return true;
 }
 
+bool
+tfa_jemalloc_is_private(const tfa_allocator_t *a)
+{
+	return a == &jemalloc_allocator && je.malloc == tfa_je_malloc;
+}
+
 static tfa_allocator_t *
 jemalloc_create(int ordinal)
 {
@@ -196,8 +200,8 @@ jemalloc_create(int ordinal)
 	tfa_guard_exit();
 	if (warm == NULL)
 		return NULL;
-	for (size_t i = 0; i < sizeof(small_usable) / sizeof(small_usable[0]); i++)
-		small_usable[i] = (uint32_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
+	for (size_t i = 0; i < sizeof(tfa_jemalloc_usable) / sizeof(tfa_jemalloc_usable[0]); i++)
+		tfa_jemalloc_usable[i] = (uint32_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
 	je = api;
 	return &jemalloc_allocator;
 }

@@ -650,7 +650,7 @@ START_TEST(test_ptr_table_stale_dropped_by_rebuild)
 	/* Put a's record beyond a tombstone on its own probe path, as an unseen free would. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7c0000000000);
 	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_slot_of(tfa_ptr_hash(0x7c0000000000), sh->lg_cap);
+	uint64_t home = tfa_ptr_home(0x7c0000000000, sh->lg_cap);
 	ck_assert_uint_eq(sh->slots[home].ptr, 0);
 	sh->slots[home].ptr = 0x1001; /* a tombstone */
 	sh->slots[(home + 1) & mask] = a;
@@ -692,7 +692,7 @@ START_TEST(test_ptr_table_tombstone_tells_double_free)
 	/* Force the tombstone path: a neighbour after it in the probe run. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7b0000000000);
 	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_slot_of(tfa_ptr_hash(0x7b0000000000), sh->lg_cap);
+	uint64_t home = tfa_ptr_home(0x7b0000000000, sh->lg_cap);
 	if (sh->slots[(home + 1) & mask].ptr == 0) {
 		sh->slots[(home + 1) & mask] = make_rec(0x7b0000000000 + 4096, 3, 3);
 		sh->used++;
@@ -769,6 +769,13 @@ START_TEST(test_ptr_table_destroy_and_reuse)
 }
 END_TEST
 
+/* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
+static void
+asym_setup(void)
+{
+	tfa_ptr_table_init_barriers();
+}
+
 static Suite *
 ptr_table_suite(void)
 {
@@ -801,6 +808,15 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
 	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
+	suite_add_tcase(s, tc);
+
+	/* The threaded cases again, with the asymmetric announcements the shim uses. */
+	tc = tcase_create("asymmetric");
+	tcase_add_checked_fixture(tc, asym_setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_ptr_table_threads);
+	tcase_add_test(tc, test_ptr_table_threads_share_shards);
+	tcase_add_test(tc, test_ptr_table_remove_race);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The private jemalloc (registry/make_private_jemalloc.sh) by its own names,
+ * for the process tracker's fast path (core/shim.c): direct calls instead of
+ * the ops table's pointers, and the usable size of small requests from a
+ * table.  Valid only when tfa_jemalloc_is_private(backend) said so: a program
+ * that links jemalloc itself gets its own instance through the ops table.
+ */
+#ifndef TFA_REGISTRY_JEMALLOC_FAST_H
+#define TFA_REGISTRY_JEMALLOC_FAST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/allocator.h"
+#include "core/common.h"
+
+/* Requests up to this many bytes have their usable size in tfa_jemalloc_usable. */
+#define TFA_JE_SMALL_MAX 16384
+
+/* nallocx(max(n, 1), 0) at index (n + 7) / 8, for n up to TFA_JE_SMALL_MAX. */
+extern TFA_HIDDEN uint32_t tfa_jemalloc_usable[TFA_JE_SMALL_MAX / 8 + 1];
+
+/* Whether `a` is the registry's jemalloc and uses the private copy. */
+TFA_HIDDEN bool tfa_jemalloc_is_private(const tfa_allocator_t *a);
+
+/* The private copy's entry points. */
+TFA_HIDDEN void *tfa_je_malloc(size_t size);
+TFA_HIDDEN void *tfa_je_calloc(size_t n, size_t size);
+TFA_HIDDEN void *tfa_je_rallocx(void *ptr, size_t size, int flags);
+TFA_HIDDEN void tfa_je_sdallocx(void *ptr, size_t size, int flags);
+
+#endif /* TFA_REGISTRY_JEMALLOC_FAST_H */
