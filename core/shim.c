@@ -552,8 +552,13 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
-	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX))
-		return fast_alloc(trec, nbytes, kind, zero);
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX)) {
+		void *p = fast_alloc(trec, nbytes, kind, zero);
+		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
+		if (tfa_unlikely(tick_left-- == 0))
+			shim_tick();
+		return p;
+	}
 	return shim_alloc_general(nbytes, alignment, kind, zero);
 }
 
