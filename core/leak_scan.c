@@ -14,6 +14,16 @@
 #include "core/arena.h"
 #include "core/common.h"
 
+/*
+ * Under valgrind's memcheck (the shim's own memcheck tests) the scan reads
+ * words whatever they hold, defined or not: each word read is declared
+ * defined, so that only a read of unmapped memory would be an error.
+ */
+#if __has_include(<valgrind/memcheck.h>)
+#	include <valgrind/memcheck.h>
+#	define TFA_HAVE_MEMCHECK 1
+#endif
+
 /* ---- the pure core ---------------------------------------------------------------------- */
 
 static void
@@ -81,6 +91,7 @@ struct scan {
 	uintptr_t min, max; /* every block lies in [min, max) */
 	uint32_t *work;
 	size_t top;
+	bool valgrind; /* running under valgrind */
 };
 
 /* Marking from the roots: memcheck's lc_push_without_clique_if_a_chunk_ptr. */
@@ -117,12 +128,8 @@ claim(struct scan *s, uintptr_t v, size_t leader)
 	s->work[s->top++] = (uint32_t)i;
 }
 
-/*
- * Every aligned word of [lo, hi).  Not instrumented: roots hold a sanitizer's
- * redzones, and reading them here is no error of the program.
- */
-__attribute__((no_sanitize("address"))) static void
-scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader)
+static TFA_ALWAYS_INLINE void
+scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader, bool vg)
 {
 	uintptr_t w = (lo + sizeof(uintptr_t) - 1) & ~(uintptr_t)(sizeof(uintptr_t) - 1);
 
@@ -130,6 +137,12 @@ scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 		return;
 	for (; w <= hi - sizeof(uintptr_t); w += sizeof(uintptr_t)) {
 		uintptr_t v = *(const volatile tfa_word_t *)w;
+#ifdef TFA_HAVE_MEMCHECK
+		if (vg)
+			(void)VALGRIND_MAKE_MEM_DEFINED(&v, sizeof(v));
+#else
+		(void)vg;
+#endif
 		if (v < s->min || v >= s->max)
 			continue;
 		if (leader < 0)
@@ -137,6 +150,19 @@ scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 		else
 			claim(s, v, (size_t)leader);
 	}
+}
+
+/*
+ * Every aligned word of [lo, hi).  Not instrumented: roots hold a sanitizer's
+ * redzones, and reading them here is no error of the program.
+ */
+__attribute__((no_sanitize("address"))) static void
+scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader)
+{
+	if (tfa_unlikely(s->valgrind))
+		scan_words(s, lo, hi, prior_definite, leader, true);
+	else
+		scan_words(s, lo, hi, prior_definite, leader, false);
 }
 
 static void
@@ -155,6 +181,10 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 		  uint32_t *work)
 {
 	struct scan s = { .b = b, .n = n, .work = work, .min = UINTPTR_MAX, .max = 0 };
+
+#ifdef TFA_HAVE_MEMCHECK
+	s.valgrind = RUNNING_ON_VALGRIND != 0;
+#endif
 
 	for (size_t i = 0; i < n; i++) {
 		b[i].cls = TFA_LEAK_CLASS_UNREACHED;
