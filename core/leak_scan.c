@@ -302,6 +302,30 @@ read_proc_file(const char *path, size_t *len, size_t *bytes)
 	return buf;
 }
 
+/* Whether the rest of a maps line, after the permissions, names no file (inode 0, no path). */
+static bool
+anonymous(const char *p, const char *eol)
+{
+	int field = 0;
+
+	/* offset, device, inode, [path] */
+	while (p < eol) {
+		while (p < eol && *p == ' ')
+			p++;
+		if (p == eol)
+			break;
+		const char *tok = p;
+		while (p < eol && *p != ' ')
+			p++;
+		field++;
+		if (field == 3 && !(p - tok == 1 && tok[0] == '0'))
+			return false;
+		if (field == 4)
+			return false;
+	}
+	return field == 3;
+}
+
 int
 tfa_leak_maps_read(tfa_leak_maps_t *m)
 {
@@ -313,13 +337,16 @@ tfa_leak_maps_read(tfa_leak_maps_t *m)
 		return -ENOENT;
 	for (size_t i = 0; i < len; i++)
 		lines += text[i] == '\n';
-	m->bytes = round_page((lines + 1) * sizeof(*m->r));
+	m->bytes = round_page(2 * (lines + 1) * sizeof(*m->r));
 	m->r = tfa_arena_map(m->bytes);
 	if (m->r == NULL) {
 		tfa_arena_unmap(text, bytes);
 		m->bytes = 0;
 		return -ENOMEM;
 	}
+	m->guarded = m->r + lines + 1;
+	uintptr_t prev_hi = 0;
+	bool prev_none = false;
 	const char *p = text, *end = text + len;
 	while (p < end) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -332,10 +359,22 @@ tfa_leak_maps_read(tfa_leak_maps_t *m)
 		else
 			q = NULL;
 		/* "lo-hi rwxp ...": readable ones only. */
-		if (q != NULL && q + 1 < eol && q[1] == 'r' && hi > lo) {
-			m->r[m->n].lo = lo;
-			m->r[m->n].hi = hi;
-			m->n++;
+		if (q != NULL && q + 5 < eol && hi > lo) {
+			const char *perms = q + 1;
+			if (perms[0] == 'r') {
+				m->r[m->n].lo = lo;
+				m->r[m->n].hi = hi;
+				m->n++;
+			}
+			/* "rw-p 00000000 00:00 0" and no path: anonymous. */
+			if (memcmp(perms, "rw-p", 4) == 0 && prev_none && prev_hi == lo
+			    && anonymous(perms + 4, eol)) {
+				m->guarded[m->nguarded].lo = lo;
+				m->guarded[m->nguarded].hi = hi;
+				m->nguarded++;
+			}
+			prev_none = memcmp(perms, "---p", 4) == 0;
+			prev_hi = hi;
 		}
 		p = eol + 1;
 	}
@@ -573,6 +612,28 @@ add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps)
 	close(fd);
 }
 
+__attribute__((no_sanitize("address"))) uintptr_t
+tfa_leak_find_tcb(uintptr_t lo, uintptr_t hi)
+{
+#if defined(__x86_64__)
+#	ifdef TFA_HAVE_MEMCHECK
+	/* memcheck holds a dead thread's stack inaccessible: reading it would be an error there. */
+	if (RUNNING_ON_VALGRIND)
+		return 0;
+#	endif
+	uintptr_t from = hi - lo > 8192 ? hi - 8192 : lo;
+	for (uintptr_t a = (from + 63) & ~(uintptr_t)63; a + 3 * sizeof(uintptr_t) <= hi; a += 64) {
+		if (*(const volatile tfa_word_t *)a == a
+		    && *(const volatile tfa_word_t *)(a + 2 * sizeof(uintptr_t)) == a)
+			return a;
+	}
+#else
+	(void)lo;
+	(void)hi;
+#endif
+	return 0;
+}
+
 /*
  * glibc's struct pthread, at the thread pointer on x86-64: pthread keys'
  * values (specific_1stblock) and the dtv.  2368 bytes in glibc 2.36
@@ -593,12 +654,21 @@ tfa_leak_collect_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, con
 	if (stack_lo != 0 && !add_stack(roots, maps, stack_lo))
 		roots->threads_missed++;
 	(void)dl_iterate_phdr(phdr_visit, &w);
+	uintptr_t tp = 0;
 #if defined(__x86_64__)
-	uintptr_t tp, lo, hi;
+	uintptr_t lo, hi;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	if (tfa_leak_maps_find(maps, tp, &lo, &hi))
 		roots_push(roots, tp, TFA_MIN(hi, tp + TCB_SCAN_BYTES));
 #endif
 	add_other_threads(roots, maps);
+	/* Control blocks of other threads, live or cached (the calling thread's is rooted above). */
+	for (size_t i = 0; i < maps->nguarded; i++) {
+		uintptr_t a = tfa_leak_find_tcb(maps->guarded[i].lo, maps->guarded[i].hi);
+		if (a != 0 && a != tp) {
+			roots_push(roots, a, TFA_MIN(maps->guarded[i].hi, a + TCB_SCAN_BYTES));
+			roots->tcbs++;
+		}
+	}
 	return roots->n != 0 || roots->cap != 0 ? 0 : -ENOMEM;
 }

@@ -94,6 +94,14 @@ typedef struct tfa_leak_maps_s {
 	tfa_leak_range_t *r;   /* readable mappings, in address order */
 	size_t n;
 	size_t bytes;          /* mapped for r */
+	/*
+	 * Anonymous read-write mappings right above an inaccessible one: the
+	 * shape of a thread stack glibc made (its guard page below).  Threads
+	 * that exited keep theirs in glibc's stack cache, control block and
+	 * all.
+	 */
+	tfa_leak_range_t *guarded;
+	size_t nguarded;
 } tfa_leak_maps_t;
 
 int tfa_leak_maps_read(tfa_leak_maps_t *m);
@@ -103,6 +111,13 @@ bool tfa_leak_maps_readable(const tfa_leak_maps_t *m, uintptr_t lo, uintptr_t hi
 /* The readable mapping holding addr (its end in *hi), or false. */
 bool tfa_leak_maps_find(const tfa_leak_maps_t *m, uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
+/*
+ * The glibc thread control block (struct pthread) in the top 8 KiB of a
+ * guarded mapping, found by its signature (x86-64: its first word and its
+ * third point to itself); 0 when none.
+ */
+uintptr_t tfa_leak_find_tcb(uintptr_t lo, uintptr_t hi);
+
 /* A growable list of root ranges in arena memory. */
 typedef struct tfa_leak_roots_s {
 	tfa_leak_range_t *r;
@@ -111,7 +126,8 @@ typedef struct tfa_leak_roots_s {
 	/* What the collection covered, for the summary and the tests. */
 	uint32_t modules;         /* modules whose segments were roots */
 	uint32_t threads;         /* other threads whose stacks were scanned from their sp */
-	uint32_t threads_missed;  /* other threads running (no sp known): not covered */
+	uint32_t threads_missed;  /* other threads running (no sp known): only their TCB covered */
+	uint32_t tcbs;            /* thread control blocks found in guarded mappings */
 } tfa_leak_roots_t;
 
 /* Adds [lo, hi) as clipped to the readable mappings (all of it when maps is empty). */
@@ -135,8 +151,12 @@ void tfa_leak_roots_free(tfa_leak_roots_t *roots);
  *     mapping, as /proc/self/task/TID/syscall gives it for a thread blocked
  *     in a system call (which is where other threads usually are at exit).
  *     A thread's static TLS and control block lie at the top of that mapping
- *     for threads glibc made.  Not covered: the registers of other threads,
- *     and the stacks of threads that are running (counted in threads_missed).
+ *     for threads glibc made;
+ *   - the control block of every other glibc thread stack (guarded mappings
+ *     whose top holds a TCB): a running thread's, and those of exited threads
+ *     in glibc's stack cache (their DTV is still allocated).
+ *   Not covered: the registers of other threads, and the stacks of threads
+ *   that are running (counted in threads_missed).
  * Never allocates through malloc.  Returns 0 or -ENOMEM.
  */
 int tfa_leak_collect_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,

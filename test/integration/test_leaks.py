@@ -18,6 +18,11 @@ Cases:
             in read(2) at exit, is reachable (memcheck says so too); the one
             block the C runtime leaks for that thread (its DTV, held through an
             interior pointer) is possible under both
+  cxx       tp_cxx (C++, iostreams, threads that were joined): the same classes
+            as memcheck's without its freeres hooks (--run-libc-freeres=no
+            --run-cxx-freeres=no: the runtime's blocks stay, as under tfalloc):
+            reachable equal to the byte, the DTVs of the joined threads (kept
+            in glibc's stack cache) possible under both
   disabled  TFALLOC_LEAK_CLASSES=0: every block unclassified, same totals
   signal    a process killed by SIGTERM: its profile keeps the blocks
             unclassified (no scan inside a signal handler)
@@ -79,12 +84,13 @@ def shim_run(ctx, args=(), env=None, expect_status=0):
     return r, T.only_process(rep, PROG)
 
 
-def memcheck(ctx, args=()):
+def memcheck(ctx, args=(), prog=PROG, status=0, freeres=True):
     """valgrind's LEAK SUMMARY of the program: {kind: [bytes, blocks]}."""
     vg = shutil.which("valgrind")
     T.check(vg is not None, "valgrind is not installed (scripts/setup.sh installs it)")
-    r = ctx.run_plain([vg] + VALGRIND_ARGS + [ctx.prog(PROG)] + list(args), timeout=300)
-    T.check(r.returncode == 0, "the program fails under valgrind\n" + r.describe())
+    extra = [] if freeres else ["--run-libc-freeres=no", "--run-cxx-freeres=no"]
+    r = ctx.run_plain([vg] + VALGRIND_ARGS + extra + [ctx.prog(prog)] + list(args), timeout=300)
+    T.check(r.returncode == status, "the program fails under valgrind\n" + r.describe())
     out = {k: [0, 0] for k in KINDS}
     seen = False
     for line in r.err.splitlines():
@@ -172,6 +178,21 @@ def case_thread(ctx):
             "tfalloc's possible bytes %d < valgrind's %d" % (ours["possible"][0], vg["possible"][0]))
 
 
+def case_cxx(ctx):
+    path = ctx.prog("tp_cxx")
+    r, rep = ctx.run_and_report([path], what="tp_cxx", expect_status=3)
+    proc = T.only_process(rep, "tp_cxx")
+    check_classified(proc, "tp_cxx")
+    ours = by_kind(proc)
+    vg = nonzero(memcheck(ctx, prog="tp_cxx", status=3, freeres=False))
+    T.check_eq(sorted(ours), sorted(vg), "tp_cxx: the kinds tfalloc and memcheck find")
+    T.check_eq(ours.get("reachable"), vg.get("reachable"), "tp_cxx: reachable bytes and blocks")
+    for kind in ("definite", "indirect"):
+        T.check_eq(ours.get(kind), vg.get(kind), "tp_cxx: %s" % kind)
+    # The DTVs are larger under the shim, which brings modules with TLS.
+    T.check_eq(ours["possible"][1], vg["possible"][1], "tp_cxx: possible blocks (the joined threads' DTVs)")
+
+
 def case_disabled(ctx):
     r, proc = shim_run(ctx, env={"TFALLOC_LEAK_CLASSES": "0"})
     T.check_exited(proc, 0)
@@ -198,5 +219,5 @@ def case_signal(ctx):
 
 
 if __name__ == "__main__":
-    T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread,
+    T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
             "disabled": case_disabled, "signal": case_signal})

@@ -338,6 +338,8 @@ blocked_thread(void *arg)
 	return (void *)local;
 }
 
+static uint32_t last_tcbs; /* thread control blocks the last collection found */
+
 /* Classifies the blocks from this process's roots; returns the other threads covered. */
 static uint32_t
 classify_process(const void *self)
@@ -356,6 +358,7 @@ classify_process(const void *self)
 	tfa_leak_sort(blocks, nblocks);
 	tfa_leak_classify(blocks, nblocks, r.r, r.n, work);
 	uint32_t threads = r.threads;
+	last_tcbs = r.tcbs;
 	tfa_leak_roots_free(&r);
 	tfa_leak_maps_free(&maps);
 	return threads;
@@ -384,6 +387,7 @@ START_TEST(test_process_roots)
 	ck_assert_int_eq(cls(l), TFA_LEAK_CLASS_REACHABLE);   /* this thread's stack */
 	ck_assert_int_eq(cls(t), TFA_LEAK_CLASS_REACHABLE);   /* the other thread's stack */
 	ck_assert_int_eq(cls(lost), TFA_LEAK_CLASS_DEFINITE);
+	ck_assert_uint_ge(last_tcbs, 1); /* the blocked thread's */
 	ck_assert_int_eq(write(done_pipe[1], &c, 1), 1);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	ck_assert_uint_ne(local, 0);
@@ -399,6 +403,41 @@ START_TEST(test_process_roots_exclude_self)
 	ck_assert_uint_eq(classify_process((const void *)&global_ptr), 0);
 	ck_assert_int_eq(cls(g), TFA_LEAK_CLASS_DEFINITE);
 	global_ptr = 0;
+}
+END_TEST
+
+static void *
+quit_thread(void *arg)
+{
+	return arg;
+}
+
+/*
+ * A thread that was joined leaves its stack in glibc's cache, its control
+ * block at the top of a guarded mapping: found by its signature.
+ */
+START_TEST(test_cached_thread_tcb)
+{
+	pthread_t th;
+	tfa_leak_maps_t maps;
+	size_t found = 0;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, quit_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(tfa_leak_maps_read(&maps), 0);
+	ck_assert_uint_ge(maps.nguarded, 1);
+	for (size_t i = 0; i < maps.nguarded; i++) {
+		uintptr_t a = tfa_leak_find_tcb(maps.guarded[i].lo, maps.guarded[i].hi);
+		if (a != 0) {
+			ck_assert_uint_ge(a, maps.guarded[i].lo);
+			ck_assert_uint_lt(a, maps.guarded[i].hi);
+			found++;
+		}
+	}
+	ck_assert_uint_ge(found, 1);
+	/* Mapped memory without the signature has none. */
+	ck_assert_uint_eq(tfa_leak_find_tcb((uintptr_t)heap, (uintptr_t)(heap + HEAP_WORDS)), 0);
+	tfa_leak_maps_free(&maps);
 }
 END_TEST
 
@@ -464,6 +503,7 @@ leak_scan_suite(void)
 	tcase_add_test(tc, test_process_roots);
 	tcase_add_test(tc, test_process_roots_exclude_self);
 	tcase_add_test(tc, test_maps);
+	tcase_add_test(tc, test_cached_thread_tcb);
 	suite_add_tcase(s, tc);
 	return s;
 }
