@@ -484,6 +484,14 @@ struct phdr_walk {
 	tfa_leak_roots_t *roots;
 	const tfa_leak_maps_t *maps;
 	uintptr_t self;
+	uintptr_t tp;             /* the calling thread's thread pointer */
+	/*
+	 * Where the excluded module's TLS block lies below any thread's
+	 * thread pointer (the same offset in every thread: static TLS), and
+	 * its size; 0: none.  In another thread's stack mapping it is cut out.
+	 */
+	uintptr_t self_tls_below;
+	uintptr_t self_tls_size;
 };
 
 static int
@@ -496,8 +504,17 @@ phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
 		for (size_t i = 0; i < info->dlpi_phnum; i++) {
 			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-			if (ph->p_type == PT_LOAD && w->self >= lo && w->self - lo < ph->p_memsz)
+			if (ph->p_type == PT_LOAD && w->self >= lo && w->self - lo < ph->p_memsz) {
+				for (size_t j = 0; j < info->dlpi_phnum; j++) {
+					const ElfW(Phdr) *t = &info->dlpi_phdr[j];
+					uintptr_t data = (uintptr_t)info->dlpi_tls_data;
+					if (t->p_type == PT_TLS && data != 0 && w->tp > data) {
+						w->self_tls_below = w->tp - data;
+						w->self_tls_size = t->p_memsz;
+					}
+				}
 				return 0;
+			}
 		}
 	}
 	w->roots->modules++;
@@ -514,15 +531,32 @@ phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Adds [lo, end of lo's mapping) once lo is in a readable mapping. */
+/*
+ * Adds [sp, end of sp's mapping) once sp is in a readable mapping; for
+ * another thread (w != NULL), without the excluded module's TLS block of
+ * that thread (the shim's: the pointers it freed last, its allocator's
+ * caches), found below the thread's control block at the top.
+ */
 static bool
-add_stack(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, uintptr_t sp)
+add_stack(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, uintptr_t sp,
+	  const struct phdr_walk *w)
 {
 	uintptr_t lo, hi;
 
 	if (!tfa_leak_maps_find(maps, sp, &lo, &hi))
 		return false;
-	roots_push(roots, sp, hi);
+	uintptr_t tcb = w != NULL && w->self_tls_size != 0 ? tfa_leak_find_tcb(sp, hi) : 0;
+	uintptr_t cut_lo = 0, cut_hi = 0;
+	if (tcb != 0 && tcb > w->self_tls_below) {
+		cut_lo = tcb - w->self_tls_below;
+		cut_hi = cut_lo + w->self_tls_size;
+	}
+	if (cut_hi != 0 && cut_lo >= sp && cut_hi <= hi) {
+		roots_push(roots, sp, cut_lo);
+		roots_push(roots, cut_hi, hi);
+	} else {
+		roots_push(roots, sp, hi);
+	}
 	return true;
 }
 
@@ -580,7 +614,7 @@ thread_sp(pid_t tid, uintptr_t *sp)
 
 /* The other threads' stacks; /proc/self/task listed with getdents64 (opendir allocates). */
 static void
-add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps)
+add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct phdr_walk *w)
 {
 	char buf[4096];
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -603,7 +637,7 @@ add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps)
 			if (tid == self)
 				continue;
 			uintptr_t sp;
-			if (thread_sp(tid, &sp) && add_stack(roots, maps, sp))
+			if (thread_sp(tid, &sp) && add_stack(roots, maps, sp, w))
 				roots->threads++;
 			else
 				roots->threads_missed++;
@@ -651,17 +685,18 @@ tfa_leak_collect_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, con
 
 	if (nregs != 0)
 		roots_push(roots, (uintptr_t)regs, (uintptr_t)(regs + nregs));
-	if (stack_lo != 0 && !add_stack(roots, maps, stack_lo))
+	if (stack_lo != 0 && !add_stack(roots, maps, stack_lo, NULL))
 		roots->threads_missed++;
-	(void)dl_iterate_phdr(phdr_visit, &w);
 	uintptr_t tp = 0;
 #if defined(__x86_64__)
-	uintptr_t lo, hi;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
-	if (tfa_leak_maps_find(maps, tp, &lo, &hi))
-		roots_push(roots, tp, TFA_MIN(hi, tp + TCB_SCAN_BYTES));
 #endif
-	add_other_threads(roots, maps);
+	w.tp = tp;
+	(void)dl_iterate_phdr(phdr_visit, &w);
+	uintptr_t lo, hi;
+	if (tp != 0 && tfa_leak_maps_find(maps, tp, &lo, &hi))
+		roots_push(roots, tp, TFA_MIN(hi, tp + TCB_SCAN_BYTES));
+	add_other_threads(roots, maps, &w);
 	/* Control blocks of other threads, live or cached (the calling thread's is rooted above). */
 	for (size_t i = 0; i < maps->nguarded; i++) {
 		uintptr_t a = tfa_leak_find_tcb(maps->guarded[i].lo, maps->guarded[i].hi);

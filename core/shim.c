@@ -1175,6 +1175,17 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
 	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
 	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	/* With classes: how much of it memcheck would call lost. */
+	char classes[160] = "";
+	if (leaks->classified && leaks->blocks != 0) {
+		char d[32], i[32], p[32], r[32];
+		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]);
+		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]);
+		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]);
+		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]);
+		tfa_snprintf(classes, sizeof(classes), ": %s definitely lost, %s indirectly, %s possibly, %s reachable",
+			     d, i, p, r);
+	}
 	if (!opts.profile)
 		where[0] = '\0';
 	else if (write_err != 0)
@@ -1186,9 +1197,9 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	if (nerr != 0)
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
-	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)%s%s", proc.comm,
+	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
 		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
-		errors, where);
+		classes, errors, where);
 }
 
 /* A periodic snapshot could not be written: said once, not at every interval. */

@@ -10,7 +10,8 @@ none, so the C runtime's own blocks cancel out.
 Cases:
   classes   the report's bytes and blocks per kind, minus the baseline's, are
             the program's; every leak site has the kind it must have; no
-            block is unclassified; the text report shows the kinds
+            block is unclassified; the text report shows the kinds, the
+            summary line on stderr the bytes of each class
   memcheck  valgrind --leak-check=full on the same program and its baseline:
             its LEAK SUMMARY per class, minus the baseline's, equals the
             report's (the program's own blocks)
@@ -147,6 +148,13 @@ def case_classes(ctx):
         T.check(re.search(r"bytes? in \d+ blocks? \(%s, cpu, " % kind, rep.out) is not None,
                 "the text report shows no %s leak:\n%s" % (kind, rep.out[-3000:]))
     T.check("unclassified" not in rep.out, "the text report shows unclassified leaks:\n" + rep.out[-3000:])
+
+    # The summary line on stderr says how much is lost (the baseline leaves nothing here).
+    T.check_eq(nonzero(by_kind(base)), {}, "the baseline's leaks")
+    s = ctx.run_tool([ctx.prog(PROG)], quiet=False)
+    T.check(re.search(r"leaked blocks \([^:)]*: 1\.1 KiB definitely lost, 248 B indirectly, "
+                      r"712 B possibly, 500 B reachable\)", s.err) is not None,
+            "the summary line does not show the classes:\n" + s.err)
 
 
 def case_memcheck(ctx):

@@ -406,6 +406,50 @@ START_TEST(test_process_roots_exclude_self)
 }
 END_TEST
 
+static __thread uintptr_t tls_ptr;
+
+static void *
+tls_thread(void *arg)
+{
+	char c = 0;
+
+	(void)arg;
+	tls_ptr = thread_target;
+	if (write(ready_pipe[1], &c, 1) != 1)
+		return NULL;
+	if (read(done_pipe[0], &c, 1) != 1)
+		return NULL;
+	return (void *)tls_ptr;
+}
+
+/*
+ * Another thread's static TLS (at the top of its stack mapping) is a root,
+ * except the excluded module's block of it: the shim's own thread-local
+ * state is no root.
+ */
+START_TEST(test_other_thread_tls)
+{
+	uint32_t b = block(0, 16);
+	pthread_t th;
+	char c = 0;
+
+	thread_target = W(0);
+	ck_assert_int_eq(pipe(ready_pipe), 0);
+	ck_assert_int_eq(pipe(done_pipe), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, tls_thread, NULL), 0);
+	ck_assert_int_eq(read(ready_pipe[0], &c, 1), 1);
+	thread_target = 0;
+	usleep(100000);
+	ck_assert_uint_eq(classify_process(NULL), 1);
+	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_REACHABLE);
+	/* This test binary excluded (global_ptr is one of its globals): its TLS block is cut out. */
+	ck_assert_uint_eq(classify_process((const void *)&global_ptr), 1);
+	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_DEFINITE);
+	ck_assert_int_eq(write(done_pipe[1], &c, 1), 1);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+END_TEST
+
 static void *
 quit_thread(void *arg)
 {
@@ -504,6 +548,7 @@ leak_scan_suite(void)
 	tcase_add_test(tc, test_process_roots_exclude_self);
 	tcase_add_test(tc, test_maps);
 	tcase_add_test(tc, test_cached_thread_tcb);
+	tcase_add_test(tc, test_other_thread_tls);
 	suite_add_tcase(s, tc);
 	return s;
 }
