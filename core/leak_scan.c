@@ -262,9 +262,8 @@ parse_hex(const char *p, const char *end, uintptr_t *out)
 
 /* Reads a whole /proc file into arena memory (*bytes mapped); NULL on failure. */
 static char *
-read_proc_file(const char *path, size_t *len, size_t *bytes)
+read_proc_file(const char *path, size_t cap, size_t *len, size_t *bytes)
 {
-	size_t cap = 64 << 10;
 	char *buf = tfa_arena_map(cap);
 	int fd;
 
@@ -330,21 +329,35 @@ int
 tfa_leak_maps_read(tfa_leak_maps_t *m)
 {
 	size_t len, bytes, lines = 0;
-	char *text = read_proc_file("/proc/self/maps", &len, &bytes);
+	char *text = read_proc_file("/proc/self/maps", 64 << 10, &len, &bytes);
 
 	memset(m, 0, sizeof(*m));
+	/*
+	 * Read again into a buffer mapped beforehand and kept until
+	 * tfa_leak_maps_free: every mapping listed is then still there when
+	 * the scan reads it (the first buffer, gone now, is not listed).
+	 */
+	for (int attempt = 0; text != NULL && attempt < 4; attempt++) {
+		size_t want = round_page(len * 2 + 4096);
+		tfa_arena_unmap(text, bytes);
+		text = read_proc_file("/proc/self/maps", want, &len, &bytes);
+		if (text != NULL && bytes == want)
+			break;
+	}
 	if (text == NULL)
 		return -ENOENT;
+	m->text = text;
+	m->text_bytes = bytes;
 	for (size_t i = 0; i < len; i++)
 		lines += text[i] == '\n';
-	m->bytes = round_page(2 * (lines + 1) * sizeof(*m->r));
+	m->bytes = round_page(3 * (lines + 1) * sizeof(*m->r));
 	m->r = tfa_arena_map(m->bytes);
 	if (m->r == NULL) {
-		tfa_arena_unmap(text, bytes);
-		m->bytes = 0;
+		tfa_leak_maps_free(m);
 		return -ENOMEM;
 	}
 	m->guarded = m->r + lines + 1;
+	m->anon = m->guarded + lines + 1;
 	uintptr_t prev_hi = 0;
 	bool prev_none = false;
 	const char *p = text, *end = text + len;
@@ -367,18 +380,22 @@ tfa_leak_maps_read(tfa_leak_maps_t *m)
 				m->n++;
 			}
 			/* "rw-p 00000000 00:00 0" and no path: anonymous. */
-			if (memcmp(perms, "rw-p", 4) == 0 && prev_none && prev_hi == lo
-			    && anonymous(perms + 4, eol)) {
-				m->guarded[m->nguarded].lo = lo;
-				m->guarded[m->nguarded].hi = hi;
-				m->nguarded++;
+			if (memcmp(perms, "rw-p", 4) == 0 && anonymous(perms + 4, eol)) {
+				if (prev_none && prev_hi == lo) {
+					m->guarded[m->nguarded].lo = lo;
+					m->guarded[m->nguarded].hi = hi;
+					m->nguarded++;
+				} else {
+					m->anon[m->nanon].lo = lo;
+					m->anon[m->nanon].hi = hi;
+					m->nanon++;
+				}
 			}
 			prev_none = memcmp(perms, "---p", 4) == 0;
 			prev_hi = hi;
 		}
 		p = eol + 1;
 	}
-	tfa_arena_unmap(text, bytes);
 	return 0;
 }
 
@@ -386,6 +403,7 @@ void
 tfa_leak_maps_free(tfa_leak_maps_t *m)
 {
 	tfa_arena_unmap(m->r, m->bytes);
+	tfa_arena_unmap(m->text, m->text_bytes);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -471,6 +489,63 @@ tfa_leak_roots_add(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, uintptr
 		uintptr_t a = TFA_MAX(lo, maps->r[i].lo), z = TFA_MIN(hi, maps->r[i].hi);
 		roots_push(roots, a, z);
 	}
+}
+
+/* Whether a live block overlaps [lo, hi). */
+static bool
+holds_block(const tfa_leak_block_t *b, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	size_t a = 0, z = n;
+
+	while (a < z) { /* the first block starting at or above lo */
+		size_t mid = a + (z - a) / 2;
+		if (b[mid].addr < lo)
+			a = mid + 1;
+		else
+			z = mid;
+	}
+	if (a < n && b[a].addr < hi)
+		return true;
+	return a > 0 && b[a - 1].addr + (b[a - 1].size != 0 ? b[a - 1].size : 1) > lo;
+}
+
+static uint64_t
+add_anon_piece(tfa_leak_roots_t *roots, const tfa_leak_block_t *b, size_t n, uintptr_t lo,
+	       uintptr_t hi)
+{
+	if (hi <= lo || holds_block(b, n, lo, hi))
+		return 0;
+	roots_push(roots, lo, hi);
+	return hi - lo;
+}
+
+uint64_t
+tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
+			const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b, size_t n)
+{
+	uint64_t bytes = 0;
+
+#ifdef TFA_HAVE_MEMCHECK
+	/* Under valgrind the list holds valgrind's own mappings, which the program cannot read. */
+	if (RUNNING_ON_VALGRIND)
+		return 0;
+#endif
+	for (size_t i = 0; i < maps->nanon; i++) {
+		uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi, cur = lo;
+		/* The own ranges in address order: what lies between them is the program's. */
+		for (size_t j = 0; j < nown && own[j].lo < hi; j++) {
+			if (own[j].hi <= cur)
+				continue;
+			if (own[j].lo > cur)
+				bytes += add_anon_piece(roots, b, n, cur, own[j].lo);
+			cur = TFA_MAX(cur, own[j].hi);
+			if (cur >= hi)
+				break;
+		}
+		if (cur < hi)
+			bytes += add_anon_piece(roots, b, n, cur, hi);
+	}
+	return bytes;
 }
 
 void

@@ -102,6 +102,11 @@ typedef struct tfa_leak_maps_s {
 	 */
 	tfa_leak_range_t *guarded;
 	size_t nguarded;
+	/* The other anonymous read-write mappings without a name (not [heap], [stack]). */
+	tfa_leak_range_t *anon;
+	size_t nanon;
+	char *text;            /* the file as read, kept mapped while the list is used */
+	size_t text_bytes;
 } tfa_leak_maps_t;
 
 int tfa_leak_maps_read(tfa_leak_maps_t *m);
@@ -118,7 +123,21 @@ bool tfa_leak_maps_find(const tfa_leak_maps_t *m, uintptr_t addr, uintptr_t *lo,
  */
 uintptr_t tfa_leak_find_tcb(uintptr_t lo, uintptr_t hi);
 
-/* A growable list of root ranges in arena memory. */
+/* A growable list of root ranges in arena memory (declared below). */
+struct tfa_leak_roots_s;
+
+/*
+ * Adds as roots the anonymous mappings (maps->anon) the program made itself,
+ * as memcheck scans them (an allocator of the program's own on mmap, as
+ * pymalloc's arenas; the loader's own memory, where the link_maps are):
+ * each mapping without the ranges of own[0..nown) (sorted by address: the
+ * shim's mappings) and without the pieces that hold a live block of
+ * b[0..n) (sorted: heap memory of an allocator).  Returns the bytes added.
+ */
+uint64_t tfa_leak_roots_add_anon(struct tfa_leak_roots_s *roots, const tfa_leak_maps_t *maps,
+				 const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b,
+				 size_t n);
+
 typedef struct tfa_leak_roots_s {
 	tfa_leak_range_t *r;
 	size_t n, cap;

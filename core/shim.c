@@ -5,7 +5,7 @@
  *
  * Lock order (outer first; no lock is held across a call into foreign code):
  *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
- *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock
+ *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock -> own maps lock
  *   threads lock and the registry lock are never held with another.
  */
 #include "core/shim.h"
@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/modules.h"
 #include "core/options.h"
+#include "core/own_maps.h"
 #include "core/profile_format.h"
 #include "core/profile_write.h"
 #include "core/stack_table.h"
@@ -789,6 +790,7 @@ struct leak_rec {
 	uint32_t stack_id;
 	uint8_t device;
 	uint8_t internal;
+	uint8_t current_backend; /* made by the backend in use now */
 };
 
 struct leak_collect {
@@ -855,8 +857,44 @@ collect_visit(void *arg, const tfa_record_t *rec)
 		.stack_id = info.stack_id,
 		.device = info.device,
 		.internal = info.kind == TFA_KIND_INTERNAL,
+		.current_backend = tfa_tracking_allocator_backend(&cpu_tracker, info.backend)
+				   == cpu_tracker.wrapper.wrapped,
 	};
 	c->n++;
+}
+
+/*
+ * The anonymous memory the program mapped itself (pymalloc's arenas, the
+ * loader's link_maps) is a root, as for memcheck, when the shim knows all of
+ * its own: every mapping of its arena and of its private jemalloc went
+ * through preload/own_maps_wrap.c.  Not with glibc or the program's jemalloc
+ * as the backend: their metadata and freed memory (stale pointers) lie in
+ * anonymous mappings the shim does not know.
+ */
+static void
+add_anon_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct leak_collect *c)
+{
+	bool trusted = false;
+
+	if (!tfa_own_maps_complete())
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->recs[c->blocks[i].user].current_backend) {
+			trusted = tfa_own_maps_contains(c->blocks[i].addr);
+			break;
+		}
+	}
+	if (!trusted)
+		return;
+	size_t cap = tfa_own_maps_count() + 256;
+	size_t bytes = cap * sizeof(tfa_leak_range_t);
+	tfa_leak_range_t *own = tfa_arena_map(bytes);
+	if (own == NULL)
+		return;
+	size_t n = tfa_own_maps_snapshot(own, cap);
+	if (n != 0)
+		(void)tfa_leak_roots_add_anon(roots, maps, own, n, c->blocks, c->n);
+	tfa_arena_unmap(own, bytes);
 }
 
 /*
@@ -898,6 +936,7 @@ classify_leaks(struct leak_walk *w)
 				   final_ctx.regs, TFA_ARRAY_SIZE(final_ctx.regs))
 	    != 0)
 		goto out_undo;
+	add_anon_roots(&roots, &maps, &c);
 	tfa_leak_classify(c.blocks, c.n, roots.r, roots.n, work);
 	for (size_t i = 0; i < c.n; i++) {
 		const tfa_leak_block_t *b = &c.blocks[i];
@@ -1441,6 +1480,7 @@ tfa_shim_prefork(void)
 	tfa_ptr_table_prefork(&process_table);
 	tfa_thread_prefork();
 	tfa_arena_prefork();
+	tfa_own_maps_prefork();
 	/* Anything this thread allocates until fork returns must not wait for these locks. */
 	tfa_tls.holds_all_locks = 1;
 }
@@ -1449,6 +1489,7 @@ void
 tfa_shim_postfork_parent(void)
 {
 	tfa_tls.holds_all_locks = 0;
+	tfa_own_maps_postfork_parent();
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
@@ -1463,6 +1504,7 @@ void
 tfa_shim_postfork_child(void)
 {
 	tfa_tls.holds_all_locks = 0;
+	tfa_own_maps_postfork_child();
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);

@@ -24,6 +24,13 @@ Cases:
             --run-cxx-freeres=no: the runtime's blocks stay, as under tfalloc):
             reachable equal to the byte, the DTVs of the joined threads (kept
             in glibc's stack cache) possible under both
+  mmap      a block held only by a pointer in memory the program mapped
+            itself (anonymous mmap) is reachable, as for memcheck: that memory
+            is a root, the shim's own mappings are not (jemalloc only: with
+            glibc as the backend anonymous memory is no root, see README)
+  python3   python3 importing C extensions (pymalloc's arenas are anonymous
+            mappings; the loader's link_maps of the dlopen'd modules): nothing
+            definitely or indirectly lost, as memcheck finds without freeres
   disabled  TFALLOC_LEAK_CLASSES=0: every block unclassified, same totals
   signal    a process killed by SIGTERM: its profile keeps the blocks
             unclassified (no scan inside a signal handler)
@@ -201,6 +208,37 @@ def case_cxx(ctx):
     T.check_eq(ours["possible"][1], vg["possible"][1], "tp_cxx: possible blocks (the joined threads' DTVs)")
 
 
+def case_mmap(ctx):
+    r, proc = shim_run(ctx, ["mmap"])
+    check_classified(proc, PROG + " mmap")
+    base = ctx.baseline(PROG)
+    want = declared(r)
+    T.check_eq(want["reachable"], [1300, 3], "the program's reachable blocks with the mapping")
+    ours = nonzero(minus(by_kind(proc), by_kind(base)))
+    vg = nonzero(minus(memcheck(ctx, ["mmap"]), memcheck(ctx, ["baseline"])))
+    T.check_eq(vg, want, "valgrind's classes with the mapping")
+    T.check_eq(ours, vg, "tfalloc's classes against valgrind's with the mapping")
+
+
+def case_python3(ctx):
+    argv = ["/usr/bin/python3", "-c", "import decimal, ctypes, json, sqlite3"]
+    r, rep = ctx.run_and_report(argv, what="python3")
+    procs = [p for p in rep["processes"] if p.get("exe", "").startswith("/usr/bin/python3")]
+    T.check_eq(len(procs), 1, "python3 processes in the report")
+    ours = by_kind(procs[0])
+    check_classified(procs[0], "python3")
+    vg = shutil.which("valgrind")
+    v = ctx.run_plain([vg, "--run-libc-freeres=no", "--run-cxx-freeres=no"] + VALGRIND_ARGS + argv,
+                      timeout=300)
+    T.check(v.returncode == 0, "python3 fails under valgrind\n" + v.describe())
+    lost = re.findall(r"(definitely|indirectly) lost: ([\d,]+) bytes in ([\d,]+) blocks", v.err)
+    T.check(len(lost) == 2, "no LEAK SUMMARY from valgrind\n" + v.describe())
+    T.check(all(b == "0" for _, _, b in lost), "memcheck finds python3 losing blocks: %r" % lost)
+    for kind in ("definite", "indirect"):
+        T.check_eq(ours.get(kind, [0, 0]), [0, 0], "python3: %s (memcheck: none)" % kind)
+    T.check(ours.get("reachable", [0, 0])[1] > 100, "python3: reachable blocks %r" % ours)
+
+
 def case_disabled(ctx):
     r, proc = shim_run(ctx, env={"TFALLOC_LEAK_CLASSES": "0"})
     T.check_exited(proc, 0)
@@ -228,4 +266,5 @@ def case_signal(ctx):
 
 if __name__ == "__main__":
     T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
+            "mmap": case_mmap, "python3": case_python3,
             "disabled": case_disabled, "signal": case_signal})

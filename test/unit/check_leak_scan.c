@@ -17,6 +17,7 @@
 
 #include "core/arena.h"
 #include "core/common.h"
+#include "core/own_maps.h"
 
 #define HEAP_WORDS 4096
 #define MAX_BLOCKS 64
@@ -364,6 +365,17 @@ classify_process(const void *self)
 	return threads;
 }
 
+/* classify_process(NULL) once the other thread sits in its system call (a loaded machine). */
+static uint32_t
+classify_blocked(void)
+{
+	uint32_t threads = 0;
+
+	for (int i = 0; i < 100 && (threads = classify_process(NULL)) != 1; i++)
+		usleep(20000);
+	return threads;
+}
+
 START_TEST(test_process_roots)
 {
 	uint32_t g = block(0, 16), l = block(8, 16), t = block(16, 16), lost = block(24, 16);
@@ -380,9 +392,7 @@ START_TEST(test_process_roots)
 	ck_assert_int_eq(pthread_create(&th, NULL, blocked_thread, NULL), 0);
 	ck_assert_int_eq(read(ready_pipe[0], &c, 1), 1);
 	thread_target = 0;
-	/* Until the thread sits in read(2). */
-	usleep(100000);
-	ck_assert_uint_eq(classify_process(NULL), 1);
+	ck_assert_uint_eq(classify_blocked(), 1);
 	ck_assert_int_eq(cls(g), TFA_LEAK_CLASS_REACHABLE);   /* data/bss */
 	ck_assert_int_eq(cls(l), TFA_LEAK_CLASS_REACHABLE);   /* this thread's stack */
 	ck_assert_int_eq(cls(t), TFA_LEAK_CLASS_REACHABLE);   /* the other thread's stack */
@@ -439,8 +449,7 @@ START_TEST(test_other_thread_tls)
 	ck_assert_int_eq(pthread_create(&th, NULL, tls_thread, NULL), 0);
 	ck_assert_int_eq(read(ready_pipe[0], &c, 1), 1);
 	thread_target = 0;
-	usleep(100000);
-	ck_assert_uint_eq(classify_process(NULL), 1);
+	ck_assert_uint_eq(classify_blocked(), 1);
 	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_REACHABLE);
 	/* This test binary excluded (global_ptr is one of its globals): its TLS block is cut out. */
 	ck_assert_uint_eq(classify_process((const void *)&global_ptr), 1);
@@ -522,6 +531,84 @@ START_TEST(test_maps)
 }
 END_TEST
 
+/* The registry of the shim's mappings: added, cut, split, dropped; sorted snapshots. */
+START_TEST(test_own_maps)
+{
+	tfa_leak_range_t snap[8];
+
+	ck_assert(!tfa_own_maps_complete()); /* nothing recorded: the scan trusts no anonymous memory */
+	tfa_own_maps_add(0x30000, 0x10000);
+	tfa_own_maps_add(0x10000, 0x10000);
+	ck_assert(tfa_own_maps_complete());
+	ck_assert(tfa_own_maps_contains(0x10000));
+	ck_assert(tfa_own_maps_contains(0x3ffff));
+	ck_assert(!tfa_own_maps_contains(0x20000));
+	tfa_own_maps_remove(0x34000, 0x4000); /* split */
+	tfa_own_maps_remove(0x10000, 0x1000); /* cut the front */
+	ck_assert_uint_eq(tfa_own_maps_snapshot(snap, 8), 3);
+	ck_assert_uint_eq(snap[0].lo, 0x11000);
+	ck_assert_uint_eq(snap[0].hi, 0x20000);
+	ck_assert_uint_eq(snap[1].lo, 0x30000);
+	ck_assert_uint_eq(snap[1].hi, 0x34000);
+	ck_assert_uint_eq(snap[2].lo, 0x38000);
+	ck_assert_uint_eq(snap[2].hi, 0x40000);
+	ck_assert(!tfa_own_maps_contains(0x35000));
+	ck_assert_uint_eq(tfa_own_maps_snapshot(snap, 2), 0); /* no room: nothing */
+	tfa_own_maps_remove(0, 0x100000); /* everything */
+	ck_assert_uint_eq(tfa_own_maps_count(), 0);
+}
+END_TEST
+
+/*
+ * Anonymous memory the program mapped is a root; the shim's own mappings
+ * and pieces holding live blocks (an allocator's heap) are not.
+ */
+START_TEST(test_anon_roots)
+{
+	uintptr_t *prog = tfa_arena_map(3 * 4096);
+	uint32_t a = block(0, 16), b = block(8, 16), c = block(16, 16);
+	tfa_leak_maps_t maps;
+	tfa_leak_roots_t r;
+
+	ck_assert_ptr_nonnull(prog);
+	prog[0] = W(0);              /* page 0: the program's: a reachable */
+	prog[512] = W(8);            /* page 1: the shim's own: b not */
+	prog[1024] = W(16);          /* page 2: holds a block (below): c not */
+	blocks[nblocks++] = (tfa_leak_block_t){ .addr = (uintptr_t)&prog[1030], .size = 8, .user = 99,
+						.flags = TFA_LEAK_NOSCAN };
+	tfa_leak_sort(blocks, nblocks);
+	ck_assert_int_eq(tfa_leak_maps_read(&maps), 0);
+	/* The blocks' "heap" and the list of blocks are the shim's too. */
+	tfa_leak_range_t own[3] = {
+		{ (uintptr_t)heap, (uintptr_t)(heap + HEAP_WORDS) },
+		{ (uintptr_t)blocks, (uintptr_t)(blocks + MAX_BLOCKS) },
+		{ (uintptr_t)&prog[512], (uintptr_t)&prog[1024] },
+	};
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (own[j].lo < own[i].lo) {
+				tfa_leak_range_t t = own[i];
+				own[i] = own[j];
+				own[j] = t;
+			}
+	memset(&r, 0, sizeof(r));
+	ck_assert_uint_ge(tfa_leak_roots_add_anon(&r, &maps, own, 3, blocks, nblocks), 4096);
+	/* Only anonymous memory of this test: the rest of the process's is not asserted on. */
+	tfa_leak_classify(blocks, nblocks, r.r, r.n, work);
+	ck_assert_int_eq(cls(a), TFA_LEAK_CLASS_REACHABLE);
+	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_DEFINITE);
+	ck_assert_int_eq(cls(c), TFA_LEAK_CLASS_DEFINITE);
+	for (size_t i = 0; i < r.n; i++) {
+		ck_assert(r.r[i].hi <= (uintptr_t)&prog[512] || r.r[i].lo >= (uintptr_t)&prog[1024]
+			  || r.r[i].hi <= (uintptr_t)prog || r.r[i].lo >= (uintptr_t)(prog + 1536));
+		ck_assert(r.r[i].hi <= (uintptr_t)&prog[1024] || r.r[i].lo >= (uintptr_t)(prog + 1536));
+	}
+	tfa_leak_roots_free(&r);
+	tfa_leak_maps_free(&maps);
+	tfa_arena_unmap(prog, 3 * 4096);
+}
+END_TEST
+
 static Suite *
 leak_scan_suite(void)
 {
@@ -549,6 +636,8 @@ leak_scan_suite(void)
 	tcase_add_test(tc, test_maps);
 	tcase_add_test(tc, test_cached_thread_tcb);
 	tcase_add_test(tc, test_other_thread_tls);
+	tcase_add_test(tc, test_own_maps);
+	tcase_add_test(tc, test_anon_roots);
 	suite_add_tcase(s, tc);
 	return s;
 }
