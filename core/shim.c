@@ -5,7 +5,7 @@
  *
  * Lock order (outer first; no lock is held across a call into foreign code):
  *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
- *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock
+ *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock -> own maps lock
  *   threads lock and the registry lock are never held with another.
  */
 #include "core/shim.h"
@@ -22,9 +22,11 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/leak_scan.h"
 #include "core/log.h"
 #include "core/modules.h"
 #include "core/options.h"
+#include "core/own_maps.h"
 #include "core/profile_format.h"
 #include "core/profile_write.h"
 #include "core/stack_table.h"
@@ -85,6 +87,7 @@ static struct {
 } proc;
 
 static bool take_final_write(void);
+static void capture_final_context(void);
 
 /* ---- memory over time and periodic snapshots ------------------------------------------------ */
 
@@ -890,6 +893,7 @@ on_exit_hook(int status, void *arg)
 	(void)arg;
 	if (!take_final_write())
 		return;
+	capture_final_context();
 	/* A failure was reported on stderr by the summary line. */
 	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
 	(void)err;
@@ -947,6 +951,7 @@ struct leak_group {
 	uint32_t used;
 	uint32_t stack_id;
 	uint8_t device;
+	uint8_t kind; /* enum tfa_prof_leak_kind_e */
 	uint64_t bytes;
 	uint64_t blocks;
 	uint64_t allocated;
@@ -960,18 +965,17 @@ struct leak_walk {
 	size_t cap;
 	uint64_t bytes;
 	uint64_t blocks;
+	uint64_t class_bytes[TFA_LEAK_REACHABLE + 1];  /* by enum tfa_prof_leak_kind_e */
+	uint64_t class_blocks[TFA_LEAK_REACHABLE + 1];
+	bool classified;
 };
 
+/* Adds one leaked block to its group of (stack id, device, kind). */
 static void
-leak_visit(void *arg, const tfa_record_t *rec)
+leak_add(struct leak_walk *w, uint32_t stack_id, uint8_t device, uint8_t kind, uint64_t requested,
+	 uint64_t allocated, uintptr_t ptr)
 {
-	struct leak_walk *w = arg;
-	tfa_alloc_info_t info;
-
-	tfa_record_unpack(rec, &info);
-	if (info.kind == TFA_KIND_INTERNAL)
-		return;
-	uint64_t h = ((uint64_t)info.stack_id * 31 + info.device) * UINT64_C(0x9E3779B97F4A7C15);
+	uint64_t h = (((uint64_t)stack_id * 31 + device) * 8 + kind) * UINT64_C(0x9E3779B97F4A7C15);
 	size_t mask = w->cap - 1;
 	size_t i = (size_t)(h >> 40) & mask;
 	struct leak_group *g = NULL;
@@ -982,30 +986,270 @@ leak_visit(void *arg, const tfa_record_t *rec)
 			if (w->ngroups + 1 >= w->cap)
 				break;
 			c->used = 1;
-			c->stack_id = info.stack_id;
-			c->device = info.device;
+			c->stack_id = stack_id;
+			c->device = device;
+			c->kind = kind;
 			w->ngroups++;
 			g = c;
 			break;
 		}
-		if (c->stack_id == info.stack_id && c->device == info.device) {
+		if (c->stack_id == stack_id && c->device == device && c->kind == kind) {
 			g = c;
 			break;
 		}
 	}
-	if (g == NULL)
+	if (g == NULL) {
+		/* The overflow row holds one kind: the rest are counted there as unclassified. */
 		g = &w->overflow;
-	tfa_allocator_t *b = tfa_tracking_allocator_backend(&cpu_tracker, info.backend);
-	size_t asz = b == NULL ? info.requested
-			       : tfa_tracking_allocated_of(b, (const void *)info.ptr, info.requested,
-							   info.lg_align ? (size_t)1 << info.lg_align : 0);
-	g->bytes += info.requested;
+		if (g->blocks != 0 && g->kind != kind)
+			g->kind = TFA_LEAK_UNCLASSIFIED;
+		else if (g->blocks == 0)
+			g->kind = kind;
+	}
+	g->bytes += requested;
 	g->blocks++;
-	g->allocated += asz;
+	g->allocated += allocated;
 	if (g->sample == 0)
-		g->sample = info.ptr;
-	w->bytes += info.requested;
+		g->sample = ptr;
+	w->bytes += requested;
 	w->blocks++;
+	w->class_bytes[kind] += requested;
+	w->class_blocks[kind]++;
+}
+
+static uint64_t
+allocated_size_of(const tfa_alloc_info_t *info)
+{
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(&cpu_tracker, info->backend);
+
+	return b == NULL ? info->requested
+			 : tfa_tracking_allocated_of(b, (const void *)info->ptr, info->requested,
+						     info->lg_align ? (size_t)1 << info->lg_align : 0);
+}
+
+static void
+leak_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_walk *w = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	leak_add(w, info.stack_id, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+		 allocated_size_of(&info), info.ptr);
+}
+
+/* ---- leak classes at exit (core/leak_scan.h) ----------------------------------------------- */
+
+/*
+ * What the thread writing the final profile had in its registers and where
+ * its stack was, taken where it entered the shim (exit hook, _exit, the
+ * destructor), before the shim's own frames: roots of the leak scan.
+ */
+static struct {
+	uintptr_t regs[8]; /* callee-saved registers: the caller's values live in them or below */
+	uintptr_t stack_lo; /* the caller's stack pointer: the scan covers from here up */
+} final_ctx;
+
+static TFA_NOINLINE void
+capture_final_context(void)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("mov %%rbx, 0(%0)\n\t"
+			 "mov %%rbp, 8(%0)\n\t"
+			 "mov %%r12, 16(%0)\n\t"
+			 "mov %%r13, 24(%0)\n\t"
+			 "mov %%r14, 32(%0)\n\t"
+			 "mov %%r15, 40(%0)\n\t"
+			 :
+			 : "r"(final_ctx.regs)
+			 : "memory");
+#else
+	__builtin_unwind_init();
+#endif
+	/* Above this frame's saved frame pointer and return address: the caller's frame. */
+	final_ctx.stack_lo = (uintptr_t)__builtin_frame_address(0) + 2 * sizeof(uintptr_t);
+}
+
+/* A live block of the cpu device, beside its tfa_leak_block_t (same index as its `user`). */
+struct leak_rec {
+	uint64_t allocated;
+	uint32_t stack_id;
+	uint8_t device;
+	uint8_t internal;
+	uint8_t current_backend; /* made by the backend in use now */
+};
+
+struct leak_collect {
+	tfa_leak_block_t *blocks;
+	struct leak_rec *recs;
+	size_t n, cap;
+	size_t blocks_bytes, recs_bytes;
+	bool failed;
+	struct leak_walk *w; /* blocks of other devices go straight to their groups */
+};
+
+static bool
+collect_grow(struct leak_collect *c)
+{
+	size_t cap = c->cap == 0 ? 4096 : c->cap * 2;
+	size_t bb = cap * sizeof(*c->blocks), rb = cap * sizeof(*c->recs);
+	tfa_leak_block_t *b = tfa_arena_map(bb);
+	struct leak_rec *r = tfa_arena_map(rb);
+
+	if (b == NULL || r == NULL || cap > UINT32_MAX) {
+		tfa_arena_unmap(b, bb);
+		tfa_arena_unmap(r, rb);
+		return false;
+	}
+	if (c->n != 0) {
+		memcpy(b, c->blocks, c->n * sizeof(*b));
+		memcpy(r, c->recs, c->n * sizeof(*r));
+	}
+	tfa_arena_unmap(c->blocks, c->blocks_bytes);
+	tfa_arena_unmap(c->recs, c->recs_bytes);
+	c->blocks = b;
+	c->recs = r;
+	c->cap = cap;
+	c->blocks_bytes = bb;
+	c->recs_bytes = rb;
+	return true;
+}
+
+static void
+collect_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_collect *c = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.device != TFA_DEVICE_CPU) {
+		if (info.kind != TFA_KIND_INTERNAL)
+			leak_add(c->w, info.stack_id, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+				 allocated_size_of(&info), info.ptr);
+		return;
+	}
+	if (c->failed || (c->n == c->cap && !collect_grow(c))) {
+		c->failed = true;
+		return;
+	}
+	c->blocks[c->n] = (tfa_leak_block_t){
+		.addr = info.ptr,
+		.size = info.requested,
+		.user = (uint32_t)c->n,
+	};
+	/* The runtime's own blocks (made under the guard) are nodes of the graph, never reported. */
+	c->recs[c->n] = (struct leak_rec){
+		.allocated = info.kind == TFA_KIND_INTERNAL ? 0 : allocated_size_of(&info),
+		.stack_id = info.stack_id,
+		.device = info.device,
+		.internal = info.kind == TFA_KIND_INTERNAL,
+		.current_backend = tfa_tracking_allocator_backend(&cpu_tracker, info.backend)
+				   == cpu_tracker.wrapper.wrapped,
+	};
+	c->n++;
+}
+
+/*
+ * The anonymous memory the program mapped itself (pymalloc's arenas, the
+ * loader's link_maps) is a root, as for memcheck, when the shim knows all of
+ * its own: every mapping of its arena and of its private jemalloc went
+ * through preload/own_maps_wrap.c.  Not with glibc or the program's jemalloc
+ * as the backend: their metadata and freed memory (stale pointers) lie in
+ * anonymous mappings the shim does not know.
+ */
+static void
+add_anon_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct leak_collect *c)
+{
+	bool trusted = false;
+
+	if (!tfa_own_maps_complete())
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->recs[c->blocks[i].user].current_backend) {
+			trusted = tfa_own_maps_contains(c->blocks[i].addr);
+			break;
+		}
+	}
+	if (!trusted)
+		return;
+	size_t cap = tfa_own_maps_count() + 256;
+	size_t bytes = cap * sizeof(tfa_leak_range_t);
+	tfa_leak_range_t *own = tfa_arena_map(bytes);
+	if (own == NULL)
+		return;
+	size_t n = tfa_own_maps_snapshot(own, cap);
+	if (n != 0)
+		(void)tfa_leak_roots_add_anon(roots, maps, own, n, c->blocks, c->n);
+	tfa_arena_unmap(own, bytes);
+}
+
+/*
+ * Groups the cpu device's live blocks by (stack, kind), their kind found by
+ * reachability as memcheck finds it.  Time O(n log n + scanned bytes x log n)
+ * for n live blocks (core/leak_scan.h); memory 48 bytes per live block
+ * (the block list, its records, the worklist) plus the mappings list and the
+ * roots, all mapped for the call and unmapped after.  Returns false (nothing
+ * grouped) when memory ran out: the caller groups the blocks unclassified.
+ */
+static bool
+classify_leaks(struct leak_walk *w)
+{
+	struct leak_collect c = { .w = w };
+	tfa_leak_maps_t maps;
+	tfa_leak_roots_t roots;
+	uint32_t *work = NULL;
+	size_t work_bytes = 0;
+	bool ok = false;
+
+	memset(&roots, 0, sizeof(roots));
+	if (tfa_leak_maps_read(&maps) != 0)
+		return false;
+	tfa_ptr_table_foreach(&process_table, collect_visit, &c);
+	if (c.failed)
+		goto out_undo;
+	work_bytes = (2 * c.n + 1) * sizeof(uint32_t);
+	work = tfa_arena_map(work_bytes);
+	if (work == NULL)
+		goto out_undo;
+	/* A block whose memory is gone (freed behind the shim's back) is a node, never read. */
+	for (size_t i = 0; i < c.n; i++) {
+		tfa_leak_block_t *b = &c.blocks[i];
+		if (b->size != 0 && !tfa_leak_maps_readable(&maps, b->addr, b->addr + b->size))
+			b->flags |= TFA_LEAK_NOSCAN;
+	}
+	tfa_leak_sort(c.blocks, c.n);
+	if (tfa_leak_collect_roots(&roots, &maps, (const void *)&cpu_tracker, final_ctx.stack_lo,
+				   final_ctx.regs, TFA_ARRAY_SIZE(final_ctx.regs))
+	    != 0)
+		goto out_undo;
+	add_anon_roots(&roots, &maps, &c);
+	tfa_leak_classify(c.blocks, c.n, roots.r, roots.n, work);
+	for (size_t i = 0; i < c.n; i++) {
+		const tfa_leak_block_t *b = &c.blocks[i];
+		const struct leak_rec *r = &c.recs[b->user];
+		if (!r->internal)
+			leak_add(w, r->stack_id, r->device, b->cls, b->size, r->allocated, b->addr);
+	}
+	w->classified = true;
+	ok = true;
+	goto out;
+out_undo:
+	/* Blocks of other devices were grouped already: start again from nothing. */
+	memset(w->groups, 0, sizeof(*w->groups) * w->cap);
+	memset(&w->overflow, 0, sizeof(w->overflow));
+	w->ngroups = 0;
+	w->bytes = w->blocks = 0;
+	memset(w->class_bytes, 0, sizeof(w->class_bytes));
+	memset(w->class_blocks, 0, sizeof(w->class_blocks));
+out:
+	tfa_arena_unmap(work, work_bytes);
+	tfa_arena_unmap(c.blocks, c.blocks_bytes);
+	tfa_arena_unmap(c.recs, c.recs_bytes);
+	tfa_leak_roots_free(&roots);
+	tfa_leak_maps_free(&maps);
+	return ok;
 }
 
 static uint8_t out_buf[64 << 10];
@@ -1217,7 +1461,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 		tfa_pw_begin(w, TFA_REC_LEAK);
 		tfa_pw_str(w, "cpu");
 		tfa_pw_u32(w, g->stack_id);
-		tfa_pw_u32(w, TFA_LEAK_UNCLASSIFIED);
+		tfa_pw_u32(w, g->kind);
 		tfa_pw_counts(w, f, TFA_LEAKF_FIELD_COUNT);
 		tfa_pw_end(w);
 	}
@@ -1260,6 +1504,17 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
 	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
 	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	/* With classes: how much of it memcheck would call lost. */
+	char classes[160] = "";
+	if (leaks->classified && leaks->blocks != 0) {
+		char d[32], i[32], p[32], r[32];
+		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]);
+		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]);
+		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]);
+		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]);
+		tfa_snprintf(classes, sizeof(classes), ": %s definitely lost, %s indirectly, %s possibly, %s reachable",
+			     d, i, p, r);
+	}
 	if (!opts.profile)
 		where[0] = '\0';
 	else if (write_err != 0)
@@ -1271,9 +1526,9 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	if (nerr != 0)
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
-	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)%s%s", proc.comm,
+	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
 		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
-		errors, where);
+		classes, errors, where);
 }
 
 /* A periodic snapshot could not be written: said once, not at every interval. */
@@ -1346,7 +1601,15 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	}
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leaks.groups = tfa_arena_map(groups_bytes);
-	if (leaks.groups != NULL)
+	/*
+	 * Leak classes at the end only: a snapshot is taken while the program
+	 * runs, and a signal handler is no place to read /proc and walk the
+	 * loader's list.
+	 */
+	bool classify = opts.leak_classes && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
+	if (classify && final_ctx.stack_lo == 0)
+		capture_final_context();
+	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks)))
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
 	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
 
@@ -1370,6 +1633,7 @@ tfa_shim_on_fast_exit(int status)
 {
 	if (!take_final_write())
 		return;
+	capture_final_context();
 	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
 	(void)err;
 }
@@ -1404,6 +1668,7 @@ tfa_shim_fini(void)
 {
 	if (proc.exit_hooked || !take_final_write())
 		return;
+	capture_final_context();
 	int err = tfa_shim_write_profile(TFA_END_UNKNOWN, 0);
 	(void)err;
 }
@@ -1603,6 +1868,7 @@ tfa_shim_prefork(void)
 	tfa_ptr_table_prefork(&process_table);
 	tfa_thread_prefork();
 	tfa_arena_prefork();
+	tfa_own_maps_prefork();
 	/* Anything this thread allocates until fork returns must not wait for these locks. */
 	tfa_tls.holds_all_locks = 1;
 }
@@ -1611,6 +1877,7 @@ void
 tfa_shim_postfork_parent(void)
 {
 	tfa_tls.holds_all_locks = 0;
+	tfa_own_maps_postfork_parent();
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
@@ -1625,6 +1892,7 @@ void
 tfa_shim_postfork_child(void)
 {
 	tfa_tls.holds_all_locks = 0;
+	tfa_own_maps_postfork_child();
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);

@@ -1,0 +1,784 @@
+/* SPDX-License-Identifier: MIT */
+/* Leak classes by reachability (see core/leak_scan.h).  Never allocates through malloc. */
+#include "core/leak_scan.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/common.h"
+
+/*
+ * Under valgrind's memcheck (the shim's own memcheck tests) the scan reads
+ * words whatever they hold, defined or not: each word read is declared
+ * defined, so that only a read of unmapped memory would be an error.
+ */
+#if __has_include(<valgrind/memcheck.h>)
+#	include <valgrind/memcheck.h>
+#	define TFA_HAVE_MEMCHECK 1
+#endif
+
+/* ---- the pure core ---------------------------------------------------------------------- */
+
+static void
+sift_down(tfa_leak_block_t *b, size_t root, size_t n)
+{
+	for (;;) {
+		size_t child = 2 * root + 1;
+		if (child >= n)
+			return;
+		if (child + 1 < n && b[child + 1].addr > b[child].addr)
+			child++;
+		if (b[root].addr >= b[child].addr)
+			return;
+		tfa_leak_block_t t = b[root];
+		b[root] = b[child];
+		b[child] = t;
+		root = child;
+	}
+}
+
+void
+tfa_leak_sort(tfa_leak_block_t *b, size_t n)
+{
+	if (n < 2)
+		return;
+	for (size_t i = n / 2; i-- > 0;)
+		sift_down(b, i, n);
+	for (size_t end = n - 1; end > 0; end--) {
+		tfa_leak_block_t t = b[0];
+		b[0] = b[end];
+		b[end] = t;
+		sift_down(b, 0, end);
+	}
+}
+
+long
+tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *start)
+{
+	size_t lo = 0, hi = n;
+
+	/* The last block whose start is <= addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (b[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	const tfa_leak_block_t *k = &b[lo - 1];
+	uintptr_t off = addr - k->addr;
+	if (off != 0 && off >= k->size)
+		return -1;
+	*start = off == 0;
+	return (long)(lo - 1);
+}
+
+/* Memory of any type read as words. */
+typedef uintptr_t __attribute__((may_alias)) tfa_word_t;
+
+struct scan {
+	tfa_leak_block_t *b;
+	size_t n;
+	uintptr_t min, max; /* every block lies in [min, max) */
+	uint32_t *work;
+	size_t top;
+	bool valgrind; /* running under valgrind */
+};
+
+/* Marking from the roots: memcheck's lc_push_without_clique_if_a_chunk_ptr. */
+static TFA_ALWAYS_INLINE void
+mark(struct scan *s, uintptr_t v, bool prior_definite)
+{
+	bool start;
+	long i = tfa_leak_find(s->b, s->n, v, &start);
+
+	if (i < 0)
+		return;
+	tfa_leak_block_t *k = &s->b[i];
+	if (k->cls == TFA_LEAK_CLASS_REACHABLE)
+		return;
+	if (start && prior_definite) {
+		k->cls = TFA_LEAK_CLASS_REACHABLE;
+		s->work[s->top++] = (uint32_t)i;
+	} else if (k->cls == TFA_LEAK_CLASS_UNREACHED) {
+		k->cls = TFA_LEAK_CLASS_POSSIBLE;
+		s->work[s->top++] = (uint32_t)i;
+	}
+}
+
+/* A clique's scan: memcheck's lc_push_with_clique_if_a_chunk_ptr (any pointer counts). */
+static TFA_ALWAYS_INLINE void
+claim(struct scan *s, uintptr_t v, size_t leader)
+{
+	bool start;
+	long i = tfa_leak_find(s->b, s->n, v, &start);
+
+	if (i < 0 || (size_t)i == leader || s->b[i].cls != TFA_LEAK_CLASS_UNREACHED)
+		return;
+	s->b[i].cls = TFA_LEAK_CLASS_INDIRECT;
+	s->work[s->top++] = (uint32_t)i;
+}
+
+static TFA_ALWAYS_INLINE void
+scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader, bool vg)
+{
+	uintptr_t w = (lo + sizeof(uintptr_t) - 1) & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+
+	if (hi < sizeof(uintptr_t))
+		return;
+	for (; w <= hi - sizeof(uintptr_t); w += sizeof(uintptr_t)) {
+		uintptr_t v = *(const volatile tfa_word_t *)w;
+#ifdef TFA_HAVE_MEMCHECK
+		if (vg)
+			(void)VALGRIND_MAKE_MEM_DEFINED(&v, sizeof(v));
+#else
+		(void)vg;
+#endif
+		if (v < s->min || v >= s->max)
+			continue;
+		if (leader < 0)
+			mark(s, v, prior_definite);
+		else
+			claim(s, v, (size_t)leader);
+	}
+}
+
+/*
+ * Every aligned word of [lo, hi).  Not instrumented: roots hold a sanitizer's
+ * redzones, and reading them here is no error of the program.
+ */
+__attribute__((no_sanitize("address"))) static void
+scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader)
+{
+	if (tfa_unlikely(s->valgrind))
+		scan_words(s, lo, hi, prior_definite, leader, true);
+	else
+		scan_words(s, lo, hi, prior_definite, leader, false);
+}
+
+static void
+scan_block(struct scan *s, size_t i, long leader)
+{
+	const tfa_leak_block_t *k = &s->b[i];
+
+	if ((k->flags & TFA_LEAK_NOSCAN) != 0 || k->size == 0)
+		return;
+	uintptr_t hi = k->addr + k->size < k->addr ? UINTPTR_MAX : (uintptr_t)(k->addr + k->size);
+	scan_range(s, k->addr, hi, k->cls == TFA_LEAK_CLASS_REACHABLE, leader);
+}
+
+void
+tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, size_t nroots,
+		  uint32_t *work)
+{
+	struct scan s = { .b = b, .n = n, .work = work, .min = UINTPTR_MAX, .max = 0 };
+
+#ifdef TFA_HAVE_MEMCHECK
+	s.valgrind = RUNNING_ON_VALGRIND != 0;
+#endif
+
+	for (size_t i = 0; i < n; i++) {
+		b[i].cls = TFA_LEAK_CLASS_UNREACHED;
+		uintptr_t end = b[i].addr + (b[i].size != 0 ? b[i].size : 1);
+		if (end < b[i].addr)
+			end = UINTPTR_MAX;
+		s.min = TFA_MIN(s.min, b[i].addr);
+		s.max = TFA_MAX(s.max, end);
+	}
+	if (n == 0)
+		return;
+
+	/*
+	 * Marking: a block enters the worklist when its state rises (at most
+	 * twice: Possible, Reachable), so 2n entries always suffice.
+	 */
+	for (size_t r = 0; r < nroots; r++) {
+		scan_range(&s, roots[r].lo, roots[r].hi, true, -1);
+		while (s.top > 0) {
+			uint32_t i = s.work[--s.top];
+			scan_block(&s, i, -1);
+		}
+	}
+
+	/*
+	 * Cliques, in address order: each block still unreached leads one; the
+	 * unreached blocks it reaches are indirect.  A leader reached later by
+	 * another clique becomes indirect too.  Each block enters the worklist
+	 * once as a member (and once as a leader).
+	 */
+	for (size_t i = 0; i < n; i++) {
+		if (b[i].cls != TFA_LEAK_CLASS_UNREACHED)
+			continue;
+		s.work[s.top++] = (uint32_t)i;
+		while (s.top > 0) {
+			uint32_t j = s.work[--s.top];
+			scan_block(&s, j, (long)i);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (b[i].cls == TFA_LEAK_CLASS_UNREACHED)
+			b[i].cls = TFA_LEAK_CLASS_DEFINITE;
+}
+
+/* ---- the process's mappings -------------------------------------------------------------- */
+
+static size_t
+round_page(size_t bytes)
+{
+	return (bytes + 4095) & ~(size_t)4095;
+}
+
+static const char *
+parse_hex(const char *p, const char *end, uintptr_t *out)
+{
+	uintptr_t v = 0;
+	bool any = false;
+
+	for (; p < end; p++) {
+		unsigned d;
+		if (*p >= '0' && *p <= '9')
+			d = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			d = (unsigned)(*p - 'a' + 10);
+		else if (*p >= 'A' && *p <= 'F')
+			d = (unsigned)(*p - 'A' + 10);
+		else
+			break;
+		v = (v << 4) | d;
+		any = true;
+	}
+	*out = v;
+	return any ? p : NULL;
+}
+
+/* Reads a whole /proc file into arena memory (*bytes mapped); NULL on failure. */
+static char *
+read_proc_file(const char *path, size_t cap, size_t *len, size_t *bytes)
+{
+	char *buf = tfa_arena_map(cap);
+	int fd;
+
+	*len = 0;
+	*bytes = cap;
+	if (buf == NULL)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		tfa_arena_unmap(buf, cap);
+		return NULL;
+	}
+	for (;;) {
+		if (*len == cap) {
+			char *bigger = tfa_arena_map(cap * 2);
+			if (bigger == NULL) {
+				tfa_arena_unmap(buf, cap);
+				close(fd);
+				return NULL;
+			}
+			memcpy(bigger, buf, *len);
+			tfa_arena_unmap(buf, cap);
+			buf = bigger;
+			cap *= 2;
+			*bytes = cap;
+		}
+		ssize_t r = read(fd, buf + *len, cap - *len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		*len += (size_t)r;
+	}
+	close(fd);
+	return buf;
+}
+
+/* Whether the rest of a maps line, after the permissions, names no file (inode 0, no path). */
+static bool
+anonymous(const char *p, const char *eol)
+{
+	int field = 0;
+
+	/* offset, device, inode, [path] */
+	while (p < eol) {
+		while (p < eol && *p == ' ')
+			p++;
+		if (p == eol)
+			break;
+		const char *tok = p;
+		while (p < eol && *p != ' ')
+			p++;
+		field++;
+		if (field == 3 && !(p - tok == 1 && tok[0] == '0'))
+			return false;
+		if (field == 4)
+			return false;
+	}
+	return field == 3;
+}
+
+int
+tfa_leak_maps_read(tfa_leak_maps_t *m)
+{
+	size_t len, bytes, lines = 0;
+	char *text = read_proc_file("/proc/self/maps", 64 << 10, &len, &bytes);
+
+	memset(m, 0, sizeof(*m));
+	/*
+	 * Read again into a buffer mapped beforehand and kept until
+	 * tfa_leak_maps_free: every mapping listed is then still there when
+	 * the scan reads it (the first buffer, gone now, is not listed).
+	 */
+	for (int attempt = 0; text != NULL && attempt < 4; attempt++) {
+		size_t want = round_page(len * 2 + 4096);
+		tfa_arena_unmap(text, bytes);
+		text = read_proc_file("/proc/self/maps", want, &len, &bytes);
+		if (text != NULL && bytes == want)
+			break;
+	}
+	if (text == NULL)
+		return -ENOENT;
+	m->text = text;
+	m->text_bytes = bytes;
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	m->bytes = round_page(3 * (lines + 1) * sizeof(*m->r));
+	m->r = tfa_arena_map(m->bytes);
+	if (m->r == NULL) {
+		tfa_leak_maps_free(m);
+		return -ENOMEM;
+	}
+	m->guarded = m->r + lines + 1;
+	m->anon = m->guarded + lines + 1;
+	uintptr_t prev_hi = 0;
+	bool prev_none = false;
+	const char *p = text, *end = text + len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL)
+			eol = end;
+		uintptr_t lo, hi;
+		const char *q = parse_hex(p, eol, &lo);
+		if (q != NULL && q < eol && *q == '-')
+			q = parse_hex(q + 1, eol, &hi);
+		else
+			q = NULL;
+		/* "lo-hi rwxp ...": readable ones only. */
+		if (q != NULL && q + 5 < eol && hi > lo) {
+			const char *perms = q + 1;
+			if (perms[0] == 'r') {
+				m->r[m->n].lo = lo;
+				m->r[m->n].hi = hi;
+				m->n++;
+			}
+			/* "rw-p 00000000 00:00 0" and no path: anonymous. */
+			if (memcmp(perms, "rw-p", 4) == 0 && anonymous(perms + 4, eol)) {
+				if (prev_none && prev_hi == lo) {
+					m->guarded[m->nguarded].lo = lo;
+					m->guarded[m->nguarded].hi = hi;
+					m->nguarded++;
+				} else {
+					m->anon[m->nanon].lo = lo;
+					m->anon[m->nanon].hi = hi;
+					m->nanon++;
+				}
+			}
+			prev_none = memcmp(perms, "---p", 4) == 0;
+			prev_hi = hi;
+		}
+		p = eol + 1;
+	}
+	return 0;
+}
+
+void
+tfa_leak_maps_free(tfa_leak_maps_t *m)
+{
+	tfa_arena_unmap(m->r, m->bytes);
+	tfa_arena_unmap(m->text, m->text_bytes);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Index of the last mapping starting at or below addr, or -1. */
+static long
+maps_index(const tfa_leak_maps_t *m, uintptr_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->r[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (long)lo - 1;
+}
+
+bool
+tfa_leak_maps_find(const tfa_leak_maps_t *m, uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+	long i = maps_index(m, addr);
+
+	if (i < 0 || addr >= m->r[i].hi)
+		return false;
+	*lo = m->r[i].lo;
+	*hi = m->r[i].hi;
+	return true;
+}
+
+bool
+tfa_leak_maps_readable(const tfa_leak_maps_t *m, uintptr_t lo, uintptr_t hi)
+{
+	long i = maps_index(m, lo);
+
+	if (i < 0 || lo >= m->r[i].hi)
+		return false;
+	while (m->r[i].hi < hi) {
+		if ((size_t)i + 1 >= m->n || m->r[i + 1].lo != m->r[i].hi)
+			return false;
+		i++;
+	}
+	return true;
+}
+
+/* ---- roots ---------------------------------------------------------------------------------- */
+
+static void
+roots_push(tfa_leak_roots_t *roots, uintptr_t lo, uintptr_t hi)
+{
+	if (hi <= lo)
+		return;
+	if (roots->n == roots->cap) {
+		size_t cap = roots->cap == 0 ? 256 : roots->cap * 2;
+		size_t bytes = round_page(cap * sizeof(*roots->r));
+		tfa_leak_range_t *r = tfa_arena_map(bytes);
+		if (r == NULL)
+			return; /* a root less: blocks it holds look lost */
+		if (roots->n != 0)
+			memcpy(r, roots->r, roots->n * sizeof(*r));
+		tfa_arena_unmap(roots->r, roots->bytes);
+		roots->r = r;
+		roots->bytes = bytes;
+		roots->cap = bytes / sizeof(*r);
+	}
+	roots->r[roots->n].lo = lo;
+	roots->r[roots->n].hi = hi;
+	roots->n++;
+}
+
+void
+tfa_leak_roots_add(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, uintptr_t lo, uintptr_t hi)
+{
+	if (maps == NULL || maps->n == 0) {
+		roots_push(roots, lo, hi);
+		return;
+	}
+	long i = maps_index(maps, lo);
+	if (i < 0)
+		i = 0;
+	for (; (size_t)i < maps->n && maps->r[i].lo < hi; i++) {
+		uintptr_t a = TFA_MAX(lo, maps->r[i].lo), z = TFA_MIN(hi, maps->r[i].hi);
+		roots_push(roots, a, z);
+	}
+}
+
+/* Whether a live block overlaps [lo, hi). */
+static bool
+holds_block(const tfa_leak_block_t *b, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	size_t a = 0, z = n;
+
+	while (a < z) { /* the first block starting at or above lo */
+		size_t mid = a + (z - a) / 2;
+		if (b[mid].addr < lo)
+			a = mid + 1;
+		else
+			z = mid;
+	}
+	if (a < n && b[a].addr < hi)
+		return true;
+	return a > 0 && b[a - 1].addr + (b[a - 1].size != 0 ? b[a - 1].size : 1) > lo;
+}
+
+static uint64_t
+add_anon_piece(tfa_leak_roots_t *roots, const tfa_leak_block_t *b, size_t n, uintptr_t lo,
+	       uintptr_t hi)
+{
+	if (hi <= lo || holds_block(b, n, lo, hi))
+		return 0;
+	roots_push(roots, lo, hi);
+	return hi - lo;
+}
+
+uint64_t
+tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
+			const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b, size_t n)
+{
+	uint64_t bytes = 0;
+
+#ifdef TFA_HAVE_MEMCHECK
+	/* Under valgrind the list holds valgrind's own mappings, which the program cannot read. */
+	if (RUNNING_ON_VALGRIND)
+		return 0;
+#endif
+	for (size_t i = 0; i < maps->nanon; i++) {
+		uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi, cur = lo;
+		/* The own ranges in address order: what lies between them is the program's. */
+		for (size_t j = 0; j < nown && own[j].lo < hi; j++) {
+			if (own[j].hi <= cur)
+				continue;
+			if (own[j].lo > cur)
+				bytes += add_anon_piece(roots, b, n, cur, own[j].lo);
+			cur = TFA_MAX(cur, own[j].hi);
+			if (cur >= hi)
+				break;
+		}
+		if (cur < hi)
+			bytes += add_anon_piece(roots, b, n, cur, hi);
+	}
+	return bytes;
+}
+
+void
+tfa_leak_roots_free(tfa_leak_roots_t *roots)
+{
+	tfa_arena_unmap(roots->r, roots->bytes);
+	memset(roots, 0, sizeof(*roots));
+}
+
+struct phdr_walk {
+	tfa_leak_roots_t *roots;
+	const tfa_leak_maps_t *maps;
+	uintptr_t self;
+	uintptr_t tp;             /* the calling thread's thread pointer */
+	/*
+	 * Where the excluded module's TLS block lies below any thread's
+	 * thread pointer (the same offset in every thread: static TLS), and
+	 * its size; 0: none.  In another thread's stack mapping it is cut out.
+	 */
+	uintptr_t self_tls_below;
+	uintptr_t self_tls_size;
+};
+
+static int
+phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct phdr_walk *w = arg;
+
+	(void)size;
+	if (w->self != 0) {
+		for (size_t i = 0; i < info->dlpi_phnum; i++) {
+			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+			if (ph->p_type == PT_LOAD && w->self >= lo && w->self - lo < ph->p_memsz) {
+				for (size_t j = 0; j < info->dlpi_phnum; j++) {
+					const ElfW(Phdr) *t = &info->dlpi_phdr[j];
+					uintptr_t data = (uintptr_t)info->dlpi_tls_data;
+					if (t->p_type == PT_TLS && data != 0 && w->tp > data) {
+						w->self_tls_below = w->tp - data;
+						w->self_tls_size = t->p_memsz;
+					}
+				}
+				return 0;
+			}
+		}
+	}
+	w->roots->modules++;
+	for (size_t i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W) != 0 && ph->p_memsz != 0) {
+			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+			tfa_leak_roots_add(w->roots, w->maps, lo, lo + ph->p_memsz);
+		} else if (ph->p_type == PT_TLS && info->dlpi_tls_data != NULL && ph->p_memsz != 0) {
+			uintptr_t lo = (uintptr_t)info->dlpi_tls_data;
+			tfa_leak_roots_add(w->roots, w->maps, lo, lo + ph->p_memsz);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Adds [sp, end of sp's mapping) once sp is in a readable mapping; for
+ * another thread (w != NULL), without the excluded module's TLS block of
+ * that thread (the shim's: the pointers it freed last, its allocator's
+ * caches), found below the thread's control block at the top.
+ */
+static bool
+add_stack(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, uintptr_t sp,
+	  const struct phdr_walk *w)
+{
+	uintptr_t lo, hi;
+
+	if (!tfa_leak_maps_find(maps, sp, &lo, &hi))
+		return false;
+	uintptr_t tcb = w != NULL && w->self_tls_size != 0 ? tfa_leak_find_tcb(sp, hi) : 0;
+	uintptr_t cut_lo = 0, cut_hi = 0;
+	if (tcb != 0 && tcb > w->self_tls_below) {
+		cut_lo = tcb - w->self_tls_below;
+		cut_hi = cut_lo + w->self_tls_size;
+	}
+	if (cut_hi != 0 && cut_lo >= sp && cut_hi <= hi) {
+		roots_push(roots, sp, cut_lo);
+		roots_push(roots, cut_hi, hi);
+	} else {
+		roots_push(roots, sp, hi);
+	}
+	return true;
+}
+
+/* The stack pointer of thread tid when it is blocked (in a system call or not). */
+static bool
+thread_sp(pid_t tid, uintptr_t *sp)
+{
+	char path[64], buf[256];
+	int fd, len = 0;
+
+	/* Built by hand: snprintf may allocate in glibc's printf machinery. */
+	memcpy(path, "/proc/self/task/", 16);
+	char digits[16];
+	int nd = 0;
+	for (unsigned v = (unsigned)tid; nd == 0 || v != 0; v /= 10)
+		digits[nd++] = (char)('0' + v % 10);
+	size_t n = 16;
+	while (nd > 0)
+		path[n++] = digits[--nd];
+	memcpy(path + n, "/syscall", 9);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	for (;;) {
+		ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (int)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	/* "running"; "-1 SP PC" (blocked, not in a call); "NR A1 .. A6 SP PC". */
+	const char *tok[9];
+	int ntok = 0;
+	for (char *p = buf; *p != '\0' && ntok < 9;) {
+		while (*p == ' ' || *p == '\n')
+			p++;
+		if (*p == '\0')
+			break;
+		tok[ntok++] = p;
+		while (*p != '\0' && *p != ' ' && *p != '\n')
+			p++;
+	}
+	const char *spt = NULL;
+	if (ntok == 3 && tok[0][0] == '-')
+		spt = tok[1];
+	else if (ntok == 9)
+		spt = tok[7];
+	if (spt == NULL || spt[0] != '0' || spt[1] != 'x')
+		return false;
+	return parse_hex(spt + 2, spt + strlen(spt), sp) != NULL;
+}
+
+/* The other threads' stacks; /proc/self/task listed with getdents64 (opendir allocates). */
+static void
+add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct phdr_walk *w)
+{
+	char buf[4096];
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			pid_t tid = 0;
+			for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++)
+				tid = tid * 10 + (*c - '0');
+			if (tid == self)
+				continue;
+			uintptr_t sp;
+			if (thread_sp(tid, &sp) && add_stack(roots, maps, sp, w))
+				roots->threads++;
+			else
+				roots->threads_missed++;
+		}
+	}
+	close(fd);
+}
+
+__attribute__((no_sanitize("address"))) uintptr_t
+tfa_leak_find_tcb(uintptr_t lo, uintptr_t hi)
+{
+#if defined(__x86_64__)
+#	ifdef TFA_HAVE_MEMCHECK
+	/* memcheck holds a dead thread's stack inaccessible: reading it would be an error there. */
+	if (RUNNING_ON_VALGRIND)
+		return 0;
+#	endif
+	uintptr_t from = hi - lo > 8192 ? hi - 8192 : lo;
+	for (uintptr_t a = (from + 63) & ~(uintptr_t)63; a + 3 * sizeof(uintptr_t) <= hi; a += 64) {
+		if (*(const volatile tfa_word_t *)a == a
+		    && *(const volatile tfa_word_t *)(a + 2 * sizeof(uintptr_t)) == a)
+			return a;
+	}
+#else
+	(void)lo;
+	(void)hi;
+#endif
+	return 0;
+}
+
+/*
+ * glibc's struct pthread, at the thread pointer on x86-64: pthread keys'
+ * values (specific_1stblock) and the dtv.  2368 bytes in glibc 2.36
+ * (_thread_db_sizeof_pthread); a little more is harmless: the rest of the
+ * loader's memory it lies in (or the thread's stack mapping, for another
+ * thread).
+ */
+#define TCB_SCAN_BYTES 4096u
+
+int
+tfa_leak_collect_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const void *self,
+		       uintptr_t stack_lo, const uintptr_t *regs, size_t nregs)
+{
+	struct phdr_walk w = { .roots = roots, .maps = maps, .self = (uintptr_t)self };
+
+	if (nregs != 0)
+		roots_push(roots, (uintptr_t)regs, (uintptr_t)(regs + nregs));
+	if (stack_lo != 0 && !add_stack(roots, maps, stack_lo, NULL))
+		roots->threads_missed++;
+	uintptr_t tp = 0;
+#if defined(__x86_64__)
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#endif
+	w.tp = tp;
+	(void)dl_iterate_phdr(phdr_visit, &w);
+	uintptr_t lo, hi;
+	if (tp != 0 && tfa_leak_maps_find(maps, tp, &lo, &hi))
+		roots_push(roots, tp, TFA_MIN(hi, tp + TCB_SCAN_BYTES));
+	add_other_threads(roots, maps, &w);
+	/* Control blocks of other threads, live or cached (the calling thread's is rooted above). */
+	for (size_t i = 0; i < maps->nguarded; i++) {
+		uintptr_t a = tfa_leak_find_tcb(maps->guarded[i].lo, maps->guarded[i].hi);
+		if (a != 0 && a != tp) {
+			roots_push(roots, a, TFA_MIN(maps->guarded[i].hi, a + TCB_SCAN_BYTES));
+			roots->tcbs++;
+		}
+	}
+	return roots->n != 0 || roots->cap != 0 ? 0 : -ENOMEM;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mappings the shim made for itself: its arena (pointer table, stack
+ * table, records) and its private jemalloc's extents and metadata.  The leak
+ * scan must not take them for the program's memory: the pointer table holds
+ * every live block's address, jemalloc's metadata the start of every slab.
+ *
+ * libtfalloc.so is linked with --wrap=mmap,--wrap=munmap, so every anonymous
+ * mmap made from its code (core/arena.c, the private jemalloc) lands here
+ * (preload/own_maps_wrap.c).  A fixed table in bss (no allocation); when it
+ * is full, tfa_own_maps_complete() says so and the scan trusts no anonymous
+ * memory.
+ */
+#ifndef TFA_CORE_OWN_MAPS_H
+#define TFA_CORE_OWN_MAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/leak_scan.h"
+
+void tfa_own_maps_add(uintptr_t lo, size_t len);
+void tfa_own_maps_remove(uintptr_t lo, size_t len);
+/* Whether every own mapping was recorded (the table never overflowed), and any was. */
+bool tfa_own_maps_complete(void);
+/* Whether addr lies in a recorded mapping. */
+bool tfa_own_maps_contains(uintptr_t addr);
+/*
+ * Copies the recorded ranges into out (room for max), sorted by address;
+ * returns how many (0 when more than max).
+ */
+size_t tfa_own_maps_snapshot(tfa_leak_range_t *out, size_t max);
+/* Entries in the table now. */
+size_t tfa_own_maps_count(void);
+
+void tfa_own_maps_prefork(void);
+void tfa_own_maps_postfork_parent(void);
+void tfa_own_maps_postfork_child(void);
+
+#endif /* TFA_CORE_OWN_MAPS_H */

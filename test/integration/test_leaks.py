@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: MIT
+"""Leak classes: what the profile written at exit says of each leaked block
+(definite, indirect, possible, reachable), against what the test program
+knows it made and against valgrind's memcheck as the oracle.
+
+tp_leak_classes makes leaks of every class (see its header) and prints
+"CLASSES {kind: [bytes, blocks]}"; the same binary run with "baseline" makes
+none, so the C runtime's own blocks cancel out.
+
+Cases:
+  classes   the report's bytes and blocks per kind, minus the baseline's, are
+            the program's; every leak site has the kind it must have; no
+            block is unclassified; the text report shows the kinds, the
+            summary line on stderr the bytes of each class
+  memcheck  valgrind --leak-check=full on the same program and its baseline:
+            its LEAK SUMMARY per class, minus the baseline's, equals the
+            report's (the program's own blocks)
+  thread    a block held only by a local variable of another thread, blocked
+            in read(2) at exit, is reachable (memcheck says so too); the one
+            block the C runtime leaks for that thread (its DTV, held through an
+            interior pointer) is possible under both
+  cxx       tp_cxx (C++, iostreams, threads that were joined): the same classes
+            as memcheck's without its freeres hooks (--run-libc-freeres=no
+            --run-cxx-freeres=no: the runtime's blocks stay, as under tfalloc):
+            reachable equal to the byte, the DTVs of the joined threads (kept
+            in glibc's stack cache) possible under both
+  mmap      a block held only by a pointer in memory the program mapped
+            itself (anonymous mmap) is reachable, as for memcheck: that memory
+            is a root, the shim's own mappings are not (jemalloc only: with
+            glibc as the backend anonymous memory is no root, see README)
+  python3   python3 importing C extensions (pymalloc's arenas are anonymous
+            mappings; the loader's link_maps of the dlopen'd modules): nothing
+            definitely or indirectly lost, as memcheck finds without freeres
+  disabled  TFALLOC_LEAK_CLASSES=0: every block unclassified, same totals
+  signal    a process killed by SIGTERM: its profile keeps the blocks
+            unclassified (no scan inside a signal handler)
+"""
+import json
+import os
+import re
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+PROG = "tp_leak_classes"
+KINDS = ("definite", "indirect", "possible", "reachable")
+VALGRIND_NAMES = {"definitely lost": "definite", "indirectly lost": "indirect",
+                  "possibly lost": "possible", "still reachable": "reachable"}
+VALGRIND_ARGS = ["--leak-check=full", "--show-leak-kinds=all", "--errors-for-leak-kinds=none"]
+
+
+def by_kind(proc):
+    """{kind: [bytes, blocks]} over the cpu leaks of a profile."""
+    out = {}
+    for leak in proc.get("leaks", []):
+        if leak.get("device", "cpu") != "cpu":
+            continue
+        v = out.setdefault(leak["kind"], [0, 0])
+        v[0] += leak["bytes"]
+        v[1] += leak["blocks"]
+    return out
+
+
+def minus(a, b):
+    kinds = set(a) | set(b)
+    return {k: [a.get(k, [0, 0])[0] - b.get(k, [0, 0])[0], a.get(k, [0, 0])[1] - b.get(k, [0, 0])[1]]
+            for k in kinds}
+
+
+def nonzero(d):
+    return {k: v for k, v in d.items() if v != [0, 0]}
+
+
+def declared(result):
+    for line in result.out.splitlines():
+        if line.startswith("CLASSES "):
+            return json.loads(line[len("CLASSES "):])
+    raise T.Failure("no CLASSES line in the output\n" + result.describe())
+
+
+def shim_run(ctx, args=(), env=None, expect_status=0):
+    path = ctx.prog(PROG)
+    argv = [path] + list(args)
+    plain = ctx.run_plain(argv)
+    T.check(plain.returncode == expect_status,
+            "%s fails its own checks without the shim\n%s" % (PROG, plain.describe()))
+    r, rep = ctx.run_and_report(argv, what=" ".join([PROG] + list(args)), env=env,
+                                expect_status=expect_status)
+    T.same_output(plain, r, PROG)
+    return r, T.only_process(rep, PROG)
+
+
+def memcheck(ctx, args=(), prog=PROG, status=0, freeres=True):
+    """valgrind's LEAK SUMMARY of the program: {kind: [bytes, blocks]}."""
+    vg = shutil.which("valgrind")
+    T.check(vg is not None, "valgrind is not installed (scripts/setup.sh installs it)")
+    extra = [] if freeres else ["--run-libc-freeres=no", "--run-cxx-freeres=no"]
+    r = ctx.run_plain([vg] + VALGRIND_ARGS + extra + [ctx.prog(prog)] + list(args), timeout=300)
+    T.check(r.returncode == status, "the program fails under valgrind\n" + r.describe())
+    out = {k: [0, 0] for k in KINDS}
+    seen = False
+    for line in r.err.splitlines():
+        m = re.search(r"(definitely lost|indirectly lost|possibly lost|still reachable): "
+                      r"([\d,]+) bytes in ([\d,]+) blocks", line)
+        if m:
+            out[VALGRIND_NAMES[m.group(1)]] = [int(m.group(2).replace(",", "")),
+                                                int(m.group(3).replace(",", ""))]
+            seen = True
+        elif "All heap blocks were freed -- no leaks are possible" in line:
+            seen = True
+    T.check(seen, "no LEAK SUMMARY from valgrind\n" + r.describe())
+    return out
+
+
+def check_classified(proc, what):
+    kinds = sorted(set(l["kind"] for l in proc.get("leaks", [])))
+    T.check(all(k in KINDS for k in kinds), "%s: leak kinds %r (none may be unclassified)" % (what, kinds))
+
+
+# Per allocating function of the program: {kind: [bytes, blocks]}.
+SITES = {
+    "make_definite": {"definite": [1000, 1]},
+    "make_self_ref": {"definite": [32, 1]},
+    "make_lost_list": {"definite": [48, 1], "indirect": [224, 4]},
+    "make_lost_cycle": {"definite": [24, 1], "indirect": [24, 1]},
+    "make_possible": {"possible": [712, 2]},
+    "make_reachable": {"reachable": [300, 1]},
+}
+
+
+def case_classes(ctx):
+    r, proc = shim_run(ctx)
+    T.check_exited(proc, 0)
+    T.check_consistent(proc, allocator=ctx.allocator or "jemalloc")
+    check_classified(proc, PROG)
+    base = ctx.baseline(PROG)
+    check_classified(base, PROG + " baseline")
+    T.check_eq(nonzero(minus(by_kind(proc), by_kind(base))), declared(r),
+               "bytes and blocks per kind minus the baseline's")
+
+    sites = {}
+    for leak in proc["leaks"]:
+        fn = leak["stack"][0]["function"] if leak.get("stack") else None
+        if fn in SITES:
+            v = sites.setdefault(fn, {}).setdefault(leak["kind"], [0, 0])
+            v[0] += leak["bytes"]
+            v[1] += leak["blocks"]
+    T.check_eq(sites, SITES, "kinds per allocating function")
+
+    rep = ctx._run([ctx.tool, "report", "--top", "0", r.outdir], ctx.env(), None, 120, "report")
+    T.check(rep.returncode == 0, "tfalloc report failed\n" + rep.describe())
+    for kind in KINDS:
+        T.check(re.search(r"bytes? in \d+ blocks? \(%s, cpu, " % kind, rep.out) is not None,
+                "the text report shows no %s leak:\n%s" % (kind, rep.out[-3000:]))
+    T.check("unclassified" not in rep.out, "the text report shows unclassified leaks:\n" + rep.out[-3000:])
+
+    # The summary line on stderr says how much is lost (the baseline leaves nothing here).
+    T.check_eq(nonzero(by_kind(base)), {}, "the baseline's leaks")
+    s = ctx.run_tool([ctx.prog(PROG)], quiet=False)
+    T.check(re.search(r"leaked blocks \([^:)]*: 1\.1 KiB definitely lost, 248 B indirectly, "
+                      r"712 B possibly, 500 B reachable\)", s.err) is not None,
+            "the summary line does not show the classes:\n" + s.err)
+
+
+def case_memcheck(ctx):
+    r, proc = shim_run(ctx)
+    base = ctx.baseline(PROG)
+    ours = nonzero(minus(by_kind(proc), by_kind(base)))
+    vg = nonzero(minus(memcheck(ctx), memcheck(ctx, ["baseline"])))
+    T.check_eq(vg, declared(r), "valgrind's LEAK SUMMARY minus its baseline's (the program's own blocks)")
+    T.check_eq(ours, vg, "tfalloc's classes against valgrind's (each minus its baseline)")
+
+
+def case_thread(ctx):
+    r, proc = shim_run(ctx, ["thread"])
+    check_classified(proc, PROG + " thread")
+    base = ctx.baseline(PROG)
+    want = declared(r)
+    T.check_eq(want["reachable"], [900, 3], "the program's reachable blocks with the thread")
+    ours = minus(by_kind(proc), by_kind(base))
+    vg = minus(memcheck(ctx, ["thread"]), memcheck(ctx, ["baseline"]))
+    for kind in ("definite", "indirect", "reachable"):
+        T.check_eq(ours.get(kind, [0, 0]), want[kind], "tfalloc: %s with the thread" % kind)
+        T.check_eq(vg.get(kind, [0, 0]), want[kind], "valgrind: %s with the thread" % kind)
+    # The thread's DTV, made by pthread_create, held by its control block
+    # through &dtv[1]: possible under both; its size depends on the modules
+    # with TLS (the shim brings some).
+    T.check_eq(ours["possible"][1], want["possible"][1] + 1, "tfalloc: possible blocks with the thread")
+    T.check_eq(vg["possible"][1], want["possible"][1] + 1, "valgrind: possible blocks with the thread")
+    T.check(ours["possible"][0] >= vg["possible"][0],
+            "tfalloc's possible bytes %d < valgrind's %d" % (ours["possible"][0], vg["possible"][0]))
+
+
+def case_cxx(ctx):
+    path = ctx.prog("tp_cxx")
+    r, rep = ctx.run_and_report([path], what="tp_cxx", expect_status=3)
+    proc = T.only_process(rep, "tp_cxx")
+    check_classified(proc, "tp_cxx")
+    ours = by_kind(proc)
+    vg = nonzero(memcheck(ctx, prog="tp_cxx", status=3, freeres=False))
+    T.check_eq(sorted(ours), sorted(vg), "tp_cxx: the kinds tfalloc and memcheck find")
+    T.check_eq(ours.get("reachable"), vg.get("reachable"), "tp_cxx: reachable bytes and blocks")
+    for kind in ("definite", "indirect"):
+        T.check_eq(ours.get(kind), vg.get(kind), "tp_cxx: %s" % kind)
+    # The DTVs are larger under the shim, which brings modules with TLS.
+    T.check_eq(ours["possible"][1], vg["possible"][1], "tp_cxx: possible blocks (the joined threads' DTVs)")
+
+
+def case_mmap(ctx):
+    r, proc = shim_run(ctx, ["mmap"])
+    check_classified(proc, PROG + " mmap")
+    base = ctx.baseline(PROG)
+    want = declared(r)
+    T.check_eq(want["reachable"], [1300, 3], "the program's reachable blocks with the mapping")
+    ours = nonzero(minus(by_kind(proc), by_kind(base)))
+    vg = nonzero(minus(memcheck(ctx, ["mmap"]), memcheck(ctx, ["baseline"])))
+    T.check_eq(vg, want, "valgrind's classes with the mapping")
+    T.check_eq(ours, vg, "tfalloc's classes against valgrind's with the mapping")
+
+
+def case_python3(ctx):
+    argv = ["/usr/bin/python3", "-c", "import decimal, ctypes, json, sqlite3"]
+    r, rep = ctx.run_and_report(argv, what="python3")
+    procs = [p for p in rep["processes"] if p.get("exe", "").startswith("/usr/bin/python3")]
+    T.check_eq(len(procs), 1, "python3 processes in the report")
+    ours = by_kind(procs[0])
+    check_classified(procs[0], "python3")
+    vg = shutil.which("valgrind")
+    v = ctx.run_plain([vg, "--run-libc-freeres=no", "--run-cxx-freeres=no"] + VALGRIND_ARGS + argv,
+                      timeout=300)
+    T.check(v.returncode == 0, "python3 fails under valgrind\n" + v.describe())
+    lost = re.findall(r"(definitely|indirectly) lost: ([\d,]+) bytes in ([\d,]+) blocks", v.err)
+    T.check(len(lost) == 2, "no LEAK SUMMARY from valgrind\n" + v.describe())
+    T.check(all(b == "0" for _, _, b in lost), "memcheck finds python3 losing blocks: %r" % lost)
+    for kind in ("definite", "indirect"):
+        T.check_eq(ours.get(kind, [0, 0]), [0, 0], "python3: %s (memcheck: none)" % kind)
+    T.check(ours.get("reachable", [0, 0])[1] > 100, "python3: reachable blocks %r" % ours)
+
+
+def case_disabled(ctx):
+    r, proc = shim_run(ctx, env={"TFALLOC_LEAK_CLASSES": "0"})
+    T.check_exited(proc, 0)
+    T.check_consistent(proc)
+    kinds = by_kind(proc)
+    T.check_eq(sorted(kinds), ["unclassified"], "kinds with TFALLOC_LEAK_CLASSES=0")
+    want = declared(r)
+    base = T.leak_totals(ctx.baseline(PROG, env={"TFALLOC_LEAK_CLASSES": "0"}))
+    T.check_eq([kinds["unclassified"][0] - base[0], kinds["unclassified"][1] - base[1]],
+               [sum(v[0] for v in want.values()), sum(v[1] for v in want.values())],
+               "unclassified bytes and blocks minus the baseline's")
+
+
+def case_signal(ctx):
+    # tfalloc run exits with 128 + the signal, as a shell does.
+    r, rep = ctx.run_and_report([ctx.prog(PROG), "kill"], what=PROG + " kill", expect_status=128 + 15)
+    proc = T.only_process(rep, PROG)
+    T.check_eq(proc.get("end_reason"), "signal", "end_reason")
+    kinds = by_kind(proc)
+    T.check_eq(sorted(kinds), ["unclassified"], "kinds in a profile written on a fatal signal")
+    want = declared(r)
+    T.check(kinds["unclassified"][1] >= sum(v[1] for v in want.values()),
+            "unclassified blocks %r" % kinds)
+
+
+if __name__ == "__main__":
+    T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
+            "mmap": case_mmap, "python3": case_python3,
+            "disabled": case_disabled, "signal": case_signal})
