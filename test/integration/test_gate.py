@@ -17,6 +17,8 @@ Cases:
   reports        --junit (a testcase per process, a failure per leak) and
                  --sarif (2.1.0, a result per leak site with file and line)
   tree           a shell running two leaking programs: both are gated, by pid
+  kinds          tp_leak_classes: by default only definitely and indirectly lost
+                 memory counts (1104 + 248 bytes); --leak-kinds chooses
   usage          bad option values: one line, exit 125
 """
 import json
@@ -160,6 +162,27 @@ def case_tree(ctx):
     T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
 
 
+def case_kinds(ctx):
+    path = ctx.prog("tp_leak_classes")
+    d = ctx.mkdtemp("ci")
+    sarif = os.path.join(d, "k.sarif")
+    r = gate(ctx, [path], ["--leak-gate", "--sarif", sarif], 23, "default kinds")
+    found = re.findall(r"tfalloc: leak: pid \d+ \(tp_leak_classes\): (\d+) bytes in \d+ blocks? \((\w+)\)", r.err)
+    kinds = {k for _, k in found}
+    T.check_eq(kinds, {"definite", "indirect"}, "kinds gated by default:\n" + r.err)
+    T.check_eq(sum(int(b) for b, k in found if k == "definite"), 1104, "definite bytes")
+    T.check_eq(sum(int(b) for b, k in found if k == "indirect"), 248, "indirect bytes")
+    ids = {x["ruleId"] for x in json.load(open(sarif))["runs"][0]["results"]}
+    T.check_eq(ids, {"leak/definite", "leak/indirect"}, "sarif rules")
+    gate(ctx, [path], ["--leak-kinds", "definite", "--max-leak-bytes", "1104", "--max-leak-blocks", "4"], 0,
+         "definite within the budget")
+    gate(ctx, [path], ["--leak-kinds", "definite", "--max-leak-bytes", "1103", "--max-leak-blocks", "4"], 23,
+         "definite one byte over")
+    r = gate(ctx, [path], ["--leak-kinds", "possible"], 23, "possible only")
+    found = re.findall(r"\((\w+)\) at ", r.err)
+    T.check_eq(set(found), {"possible"}, "kinds with --leak-kinds possible")
+
+
 def case_usage(ctx):
     path = ctx.prog("tp_empty")
     for args, msg in ((["--leak-kinds", "sometimes"], "--leak-kinds sometimes: a comma-separated list"),
@@ -185,5 +208,6 @@ T.main({
     "errors": case_errors,
     "reports": case_reports,
     "tree": case_tree,
+    "kinds": case_kinds,
     "usage": case_usage,
 })
