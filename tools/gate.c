@@ -736,7 +736,7 @@ int
 tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 {
 	struct gate gt = { .g = g };
-	size_t failed = 0, gated = 0;
+	size_t failed = 0, gated = 0, not_gated = 0;
 	uint64_t errors_total = 0;
 	int status;
 
@@ -758,8 +758,15 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 		/* exec replaced the image: its heap went with it. */
 		if (p->end_reason == TFA_END_EXEC)
 			continue;
+		/*
+		 * Killed by a signal, or cut short (SIGKILL leaves a snapshot): what
+		 * it held was never meant to be freed yet.  Its memory errors count.
+		 */
+		bool leaks_count = p->complete && p->end_reason != TFA_END_SIGNAL;
+		if (!leaks_count)
+			not_gated++;
 		gated++;
-		for (size_t k = 0; k < p->nleaks; k++) {
+		for (size_t k = 0; k < p->nleaks && leaks_count; k++) {
 			const tfa_profile_leak_t *l = &p->leaks[k];
 			if (!kind_counts(g, l->kind))
 				continue;
@@ -819,6 +826,10 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 	if (g->sarif != NULL && write_sarif(&gt, g->sarif) < 0)
 		gt.bad_input = true;
 
+	if (not_gated > 0)
+		fprintf(stderr, "tfalloc: leak gate: the leaks of %zu %s killed by a signal or cut "
+		                "short are not counted (their memory errors are)\n",
+		        not_gated, not_gated == 1 ? "process" : "processes");
 	bool gate_failed = failed > 0 || gt.bad_input || gt.oom;
 	if (gt.oom)
 		fputs("tfalloc: leak gate: out of memory\n", stderr);

@@ -17,6 +17,8 @@ Cases:
   reports        --junit (a testcase per process, a failure per leak) and
                  --sarif (2.1.0, a result per leak site with file and line)
   tree           a shell running two leaking programs: both are gated, by pid
+  killed         a process killed by a signal: its leaks are not counted, the
+                 command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
                  memory counts (1104 + 248 bytes); --leak-kinds chooses
   usage          bad option values: one line, exit 125
@@ -162,6 +164,15 @@ def case_tree(ctx):
     T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
 
 
+def case_killed(ctx):
+    path = ctx.prog("tp_signal")
+    r = gate(ctx, [path, "15"], ["--leak-gate"] + ALL, 143, "killed by SIGTERM")
+    T.check("the leaks of 1 process killed by a signal or cut short are not counted" in r.err, r.err)
+    T.check("tfalloc: leak: pid" not in r.err, "leaks listed for a killed process:\n" + r.err)
+    # In a shell that goes on: the run passes, the killed child's leaks do not count.
+    r = gate(ctx, ["/bin/sh", "-c", "%s 15; exit 0" % path], ["--leak-gate"], 0, "a killed child")
+
+
 def case_kinds(ctx):
     path = ctx.prog("tp_leak_classes")
     d = ctx.mkdtemp("ci")
@@ -208,6 +219,7 @@ T.main({
     "errors": case_errors,
     "reports": case_reports,
     "tree": case_tree,
+    "killed": case_killed,
     "kinds": case_kinds,
     "usage": case_usage,
 })
