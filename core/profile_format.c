@@ -131,3 +131,24 @@ tfa_prof_stacks_mode_name(uint32_t mode)
 		return "unknown";
 	}
 }
+
+const char *
+tfa_prof_device_field_name(unsigned field)
+{
+	static const char *const names[TFA_DEV_FIELD_COUNT] = {
+		[TFA_DEV_NUM_ALLOCS] = "num_allocs",
+		[TFA_DEV_NUM_FREES] = "num_frees",
+		[TFA_DEV_NUM_REALLOCS] = "num_reallocs",
+		[TFA_DEV_BYTES_IN_USE] = "bytes_in_use",
+		[TFA_DEV_PEAK_BYTES_IN_USE] = "peak_bytes_in_use",
+		[TFA_DEV_LARGEST_ALLOC_SIZE] = "largest_alloc_size",
+		[TFA_DEV_TOTAL_BYTES] = "total_bytes",
+		[TFA_DEV_BYTES_LIMIT] = "bytes_limit",
+		[TFA_DEV_ALLOCATED_BYTES_IN_USE] = "allocated_bytes_in_use",
+		[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = "peak_allocated_bytes_in_use",
+		[TFA_DEV_TOTAL_ALLOCATED_BYTES] = "total_allocated_bytes",
+		[TFA_DEV_SHIM_OVERHEAD_BYTES] = "shim_overhead_bytes",
+	};
+
+	return field < TFA_DEV_FIELD_COUNT ? names[field] : "unknown";
+}

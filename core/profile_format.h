@@ -175,6 +175,8 @@ uint32_t tfa_crc32(uint32_t crc, const void *data, size_t len);
 const char *tfa_prof_error_kind_name(uint32_t kind);
 /* "unclassified", "definite", "indirect", "possible", "reachable", or "unknown". */
 const char *tfa_prof_leak_kind_name(uint32_t kind);
+/* The JSON key of a device figure (enum tfa_prof_device_field_e): "num_allocs", ...; "unknown". */
+const char *tfa_prof_device_field_name(unsigned field);
 /* "none", "fp", "unwind", or "unknown". */
 const char *tfa_prof_stacks_mode_name(uint32_t mode);
 /* "running", "exit", "signal", "exec", "unknown". */

@@ -564,20 +564,17 @@ write_junit(const struct gate *gt, const char *path)
 	return 0;
 }
 
+/* "physicalLocation": the frame's source file (a file:// URI when absolute) and line. */
 static void
-sarif_location(tfa_json_t *j, const tfa_sym_frame_t *fr)
+sarif_physical(tfa_json_t *j, const tfa_sym_frame_t *fr)
 {
 	char uri[2048];
 
-	tfa_json_begin_object(j);
 	tfa_json_key(j, "physicalLocation");
 	tfa_json_begin_object(j);
 	tfa_json_key(j, "artifactLocation");
 	tfa_json_begin_object(j);
-	if (fr->file[0] == '/')
-		snprintf(uri, sizeof(uri), "file://%s", fr->file);
-	else
-		snprintf(uri, sizeof(uri), "%s", fr->file);
+	snprintf(uri, sizeof(uri), "%s%s", fr->file[0] == '/' ? "file://" : "", fr->file);
 	tfa_json_kv_string(j, "uri", uri);
 	tfa_json_end_object(j);
 	tfa_json_key(j, "region");
@@ -585,6 +582,13 @@ sarif_location(tfa_json_t *j, const tfa_sym_frame_t *fr)
 	tfa_json_kv_u64(j, "startLine", fr->line);
 	tfa_json_end_object(j);
 	tfa_json_end_object(j);
+}
+
+static void
+sarif_location(tfa_json_t *j, const tfa_sym_frame_t *fr)
+{
+	tfa_json_begin_object(j);
+	sarif_physical(j, fr);
 	tfa_json_end_object(j);
 }
 
@@ -605,21 +609,8 @@ sarif_frame(void *ctx, const tfa_sym_frame_t *fr)
 	tfa_json_begin_object(j);
 	tfa_json_kv_string(j, "text", tfa_frame_name(fr, name, sizeof(name)));
 	tfa_json_end_object(j);
-	if (fr->file != NULL && fr->line != 0) {
-		char uri[2048];
-		tfa_json_key(j, "physicalLocation");
-		tfa_json_begin_object(j);
-		tfa_json_key(j, "artifactLocation");
-		tfa_json_begin_object(j);
-		snprintf(uri, sizeof(uri), "%s%s", fr->file[0] == '/' ? "file://" : "", fr->file);
-		tfa_json_kv_string(j, "uri", uri);
-		tfa_json_end_object(j);
-		tfa_json_key(j, "region");
-		tfa_json_begin_object(j);
-		tfa_json_kv_u64(j, "startLine", fr->line);
-		tfa_json_end_object(j);
-		tfa_json_end_object(j);
-	}
+	if (fr->file != NULL && fr->line != 0)
+		sarif_physical(j, fr);
 	tfa_json_end_object(j);
 	if (fr->module != NULL)
 		tfa_json_kv_string(j, "module", fr->module);

@@ -519,20 +519,6 @@ json_hex(tfa_json_t *j, const char *key, uint64_t v)
 static void
 json_process(tfa_json_t *j, struct report_entry *e)
 {
-	static const char *const dev_keys[TFA_DEV_FIELD_COUNT] = {
-		[TFA_DEV_NUM_ALLOCS] = "num_allocs",
-		[TFA_DEV_NUM_FREES] = "num_frees",
-		[TFA_DEV_NUM_REALLOCS] = "num_reallocs",
-		[TFA_DEV_BYTES_IN_USE] = "bytes_in_use",
-		[TFA_DEV_PEAK_BYTES_IN_USE] = "peak_bytes_in_use",
-		[TFA_DEV_LARGEST_ALLOC_SIZE] = "largest_alloc_size",
-		[TFA_DEV_TOTAL_BYTES] = "total_bytes",
-		[TFA_DEV_BYTES_LIMIT] = "bytes_limit",
-		[TFA_DEV_ALLOCATED_BYTES_IN_USE] = "allocated_bytes_in_use",
-		[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = "peak_allocated_bytes_in_use",
-		[TFA_DEV_TOTAL_ALLOCATED_BYTES] = "total_allocated_bytes",
-		[TFA_DEV_SHIM_OVERHEAD_BYTES] = "shim_overhead_bytes",
-	};
 	static const char *const errc_keys[TFA_ERRC_FIELD_COUNT] = {
 		[TFA_ERRC_DOUBLE_FREE] = "double_free",
 		[TFA_ERRC_INVALID_FREE] = "invalid_free",
@@ -589,7 +575,7 @@ json_process(tfa_json_t *j, struct report_entry *e)
 		tfa_json_kv_string(j, "device", d->name);
 		tfa_json_kv_string(j, "allocator", d->allocator);
 		for (size_t k = 0; k < TFA_DEV_FIELD_COUNT; k++)
-			tfa_json_kv_u64(j, dev_keys[k], d->f[k]);
+			tfa_json_kv_u64(j, tfa_prof_device_field_name((unsigned)k), d->f[k]);
 		tfa_json_end_object(j);
 	}
 	tfa_json_end_array(j);
