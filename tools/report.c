@@ -928,6 +928,31 @@ text_leaks(FILE *f, struct report_entry *e)
 	fputs(" in ", f);
 	text_count(f, blocks, "block", "blocks");
 	fprintf(f, ", %zu %s by stack, largest first\n", p->nleaks, p->nleaks == 1 ? "group" : "groups");
+	/* By kind, as valgrind's LEAK SUMMARY (when the process classified them). */
+	uint64_t kb[TFA_LEAK_REACHABLE + 1] = { 0 }, kn[TFA_LEAK_REACHABLE + 1] = { 0 };
+	bool classified = false;
+	for (size_t i = 0; i < p->nleaks; i++) {
+		uint32_t k = p->leaks[i].kind;
+		if (k > TFA_LEAK_REACHABLE)
+			continue;
+		kb[k] += p->leaks[i].f[TFA_LEAKF_BYTES];
+		kn[k] += p->leaks[i].f[TFA_LEAKF_BLOCKS];
+		classified |= k != TFA_LEAK_UNCLASSIFIED;
+	}
+	if (classified) {
+		const char *sep = "    by kind: ";
+		for (uint32_t k = TFA_LEAK_DEFINITE; k <= TFA_LEAK_REACHABLE; k++) {
+			fprintf(f, "%s%s ", sep, tfa_prof_leak_kind_name(k));
+			text_bytes(f, kb[k]);
+			fprintf(f, " in %" PRIu64 " %s", kn[k], kn[k] == 1 ? "block" : "blocks");
+			sep = ", ";
+		}
+		if (kn[TFA_LEAK_UNCLASSIFIED] != 0) {
+			fputs(", unclassified ", f);
+			text_bytes(f, kb[TFA_LEAK_UNCLASSIFIED]);
+		}
+		fputc('\n', f);
+	}
 	order = calloc(p->nleaks, sizeof(*order));
 	if (order == NULL) {
 		fputs("    (out of memory)\n", f);

@@ -548,7 +548,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=None,
+                    help="repetitions of the tfalloc, glibc, jemalloc and lsan cells (5; --quick: 3)")
     ap.add_argument("--only", default="")
     ap.add_argument("--modes", default="")
     ap.add_argument("--smoke", action="store_true")
@@ -573,6 +574,8 @@ def main():
             sys.exit(f"bench: unknown mode(s) {','.join(unknown)} (known: {','.join(MODE_ORDER)})")
         # glibc is every cell's reference output and ratio base, jemalloc the other base.
         mode_names = [m for m in MODE_ORDER if m in names or m in ("glibc", "jemalloc")]
+    if args.reps is None:
+        args.reps = 3 if args.quick else 5
     if args.reps < 1:
         sys.exit("bench: --reps must be at least 1")
 
