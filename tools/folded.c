@@ -120,27 +120,6 @@ tfa_site_figures(const tfa_profile_t *p, tfa_site_figures_t **out, size_t *n)
 	return 0;
 }
 
-void
-tfa_pc_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id, uint64_t pc,
-              tfa_sym_frame_t *fallback, const tfa_sym_frame_t **frames, size_t *nframes)
-{
-	const tfa_profile_module_t *m;
-
-	if (s != NULL && tfa_profile_symbolize(s, stack_id, pc, frames, nframes) == 0 && *nframes > 0)
-		return;
-	memset(fallback, 0, sizeof(*fallback));
-	fallback->pc = pc;
-	m = tfa_profile_module_at(p, stack_id, pc);
-	if (m != NULL) {
-		fallback->module = m->path;
-		fallback->module_offset = pc - m->bias;
-		fallback->flags = TFA_SYM_NO_FILE;
-	} else {
-		fallback->flags = TFA_SYM_NO_MODULE;
-	}
-	*frames = fallback;
-	*nframes = 1;
-}
 
 /* --------------------------------------------------------------------------
  * Folded stacks

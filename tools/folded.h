@@ -76,13 +76,5 @@ typedef struct tfa_site_figures_s {
  */
 int tfa_site_figures(const tfa_profile_t *p, tfa_site_figures_t **out, size_t *n);
 
-/*
- * The frames of return address pc, innermost first (tfa_symbolize).  With no
- * symbolizer (s NULL) or when it runs out of memory, one frame in *fallback
- * with the pc and the module of p's map that held it (so that tfa_frame_name
- * gives "MODULE+0xOFFSET").
- */
-void tfa_pc_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id, uint64_t pc,
-                   tfa_sym_frame_t *fallback, const tfa_sym_frame_t **frames, size_t *nframes);
 
 #endif /* TFA_TOOLS_FOLDED_H */

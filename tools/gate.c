@@ -258,33 +258,15 @@ match_frame(struct match_ctx *m, const tfa_sym_frame_t *fr)
 /* Calls fn for each frame of a leak's stack, innermost first. */
 static void
 for_each_frame(tfa_profile_symbols_t *sym, const tfa_profile_t *p, uint32_t stack_id,
-               void (*fn)(void *ctx, const tfa_sym_frame_t *fr), void *ctx)
+               tfa_frame_fn fn, void *ctx)
 {
-	uint32_t depth;
-	const uint64_t *pcs = stack_id != 0 ? tfa_profile_stack(p, stack_id, &depth) : NULL;
-
-	for (uint32_t i = 0; pcs != NULL && i < depth; i++) {
-		const tfa_sym_frame_t *frames;
-		size_t n;
-		tfa_sym_frame_t raw = { .pc = pcs[i], .flags = TFA_SYM_NO_MODULE };
-
-		if (sym == NULL || tfa_profile_symbolize(sym, stack_id, pcs[i], &frames, &n) != 0) {
-			const tfa_profile_module_t *mod = tfa_profile_module_at(p, stack_id, pcs[i]);
-			if (mod != NULL) {
-				raw.module = mod->path;
-				raw.module_offset = pcs[i] - mod->bias;
-			}
-			frames = &raw;
-			n = 1;
-		}
-		for (size_t k = 0; k < n; k++)
-			fn(ctx, &frames[k]);
-	}
+	(void)tfa_stack_frames(sym, p, stack_id, fn, ctx);
 }
 
 static void
-match_visit(void *ctx, const tfa_sym_frame_t *fr)
+match_visit(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
+	(void)index;
 	match_frame(ctx, fr);
 }
 
@@ -392,8 +374,9 @@ struct site_ctx {
 };
 
 static void
-site_visit(void *ctx, const tfa_sym_frame_t *fr)
+site_visit(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
+	(void)index;
 	struct site_ctx *s = ctx;
 
 	if (!s->has_first) {
@@ -410,12 +393,11 @@ site_visit(void *ctx, const tfa_sym_frame_t *fr)
 
 struct text_ctx {
 	FILE *f;
-	unsigned index;
 	bool below_main;
 };
 
 static void
-text_frame(void *ctx, const tfa_sym_frame_t *fr)
+text_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
 	struct text_ctx *t = ctx;
 	char name[1024];
@@ -423,7 +405,7 @@ text_frame(void *ctx, const tfa_sym_frame_t *fr)
 	if (t->below_main)
 		return;
 	t->below_main = fr->function != NULL && strcmp(fr->function, "main") == 0;
-	fprintf(t->f, "    #%u %s", t->index++, tfa_frame_name(fr, name, sizeof(name)));
+	fprintf(t->f, "    #%u %s", index, tfa_frame_name(fr, name, sizeof(name)));
 	if (fr->file != NULL) {
 		fprintf(t->f, " %s", fr->file);
 		if (fr->line != 0)
@@ -490,20 +472,19 @@ xml_text(FILE *f, const char *s)
 
 struct xml_frames {
 	FILE *f;
-	unsigned index;
 };
 
 static void
-xml_frame(void *ctx, const tfa_sym_frame_t *fr)
+xml_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
 	struct xml_frames *x = ctx;
 	char name[1024], line[1400];
 
 	if (fr->file != NULL)
-		snprintf(line, sizeof(line), "#%u %s %s:%" PRIu32 "\n", x->index++,
+		snprintf(line, sizeof(line), "#%u %s %s:%" PRIu32 "\n", index,
 		         tfa_frame_name(fr, name, sizeof(name)), fr->file, fr->line);
 	else
-		snprintf(line, sizeof(line), "#%u %s\n", x->index++, tfa_frame_name(fr, name, sizeof(name)));
+		snprintf(line, sizeof(line), "#%u %s\n", index, tfa_frame_name(fr, name, sizeof(name)));
 	xml_text(x->f, line);
 }
 
@@ -597,8 +578,9 @@ struct sarif_frames {
 };
 
 static void
-sarif_frame(void *ctx, const tfa_sym_frame_t *fr)
+sarif_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
+	(void)index;
 	tfa_json_t *j = ((struct sarif_frames *)ctx)->j;
 	char name[1024];
 

@@ -296,25 +296,13 @@ html_stack(struct html_proc *hp, size_t si)
 	tfa_json_key(j, key);
 	json_begin_compact_array(j);
 	for (uint32_t i = 0; i < st->depth && more; i++) {
+		tfa_sym_frame_t fallback;
 		const tfa_sym_frame_t *frames;
 		size_t n;
 
-		if (hp->sym != NULL
-		    && tfa_profile_symbolize(hp->sym, st->id, pcs[i], &frames, &n) == 0) {
-			for (size_t k = 0; k < n && more; k++)
-				more = html_frame(hp, &frames[k]);
-		} else {
-			/* No symbolizer: the module map still tells module and offset. */
-			const tfa_profile_module_t *m = tfa_profile_module_at(p, st->id, pcs[i]);
-			tfa_sym_frame_t raw = { .pc = pcs[i], .flags = TFA_SYM_NO_MODULE };
-
-			if (m != NULL) {
-				raw.module = m->path;
-				raw.module_offset = pcs[i] - m->bias;
-				raw.flags = TFA_SYM_NO_FILE;
-			}
-			more = html_frame(hp, &raw);
-		}
+		tfa_pc_frames(hp->sym, p, st->id, pcs[i], &fallback, &frames, &n);
+		for (size_t k = 0; k < n && more; k++)
+			more = html_frame(hp, &frames[k]);
 		if (!more && i + 1 < st->depth)
 			hp->trimmed = true;
 	}

@@ -357,43 +357,11 @@ entry_symbolizer(struct report_entry *e)
 	return e->sym;
 }
 
-typedef void (*frame_fn)(void *ctx, unsigned index, const tfa_sym_frame_t *fr);
-
-/*
- * Calls fn for each frame of stack id, innermost first (inlined calls before
- * the function they were inlined into).  Returns false when the profile has
- * no such stack.
- */
+/* The frames of stack id, symbolized (tfa_stack_frames); false when the profile has no such stack. */
 static bool
-for_each_frame(struct report_entry *e, uint32_t id, frame_fn fn, void *ctx)
+for_each_frame(struct report_entry *e, uint32_t id, tfa_frame_fn fn, void *ctx)
 {
-	uint32_t depth;
-	const uint64_t *pcs = id != 0 ? tfa_profile_stack(&e->prof, id, &depth) : NULL;
-	unsigned index = 0;
-
-	if (pcs == NULL)
-		return false;
-	tfa_profile_symbols_t *s = entry_symbolizer(e);
-	for (uint32_t i = 0; i < depth; i++) {
-		const tfa_sym_frame_t *frames;
-		size_t n;
-
-		if (s != NULL && tfa_profile_symbolize(s, id, pcs[i], &frames, &n) == 0) {
-			for (size_t k = 0; k < n; k++)
-				fn(ctx, index++, &frames[k]);
-			continue;
-		}
-		/* No symbolizer: the module map still tells module and offset. */
-		const tfa_profile_module_t *m = tfa_profile_module_at(&e->prof, id, pcs[i]);
-		tfa_sym_frame_t raw = { .pc = pcs[i], .flags = TFA_SYM_NO_MODULE };
-		if (m != NULL) {
-			raw.module = m->path;
-			raw.module_offset = pcs[i] - m->bias;
-			raw.flags = TFA_SYM_NO_FILE;
-		}
-		fn(ctx, index++, &raw);
-	}
-	return true;
+	return id != 0 && tfa_stack_frames(entry_symbolizer(e), &e->prof, id, fn, ctx);
 }
 
 /* A site's figures for its device, estimated for the whole run when stacks were sampled. */

@@ -257,3 +257,47 @@ tfa_frame_name(const tfa_sym_frame_t *f, char *buf, size_t size)
 		snprintf(buf, size, "0x%" PRIx64, f->pc);
 	return buf;
 }
+
+void
+tfa_pc_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id, uint64_t pc,
+              tfa_sym_frame_t *fallback, const tfa_sym_frame_t **frames, size_t *nframes)
+{
+	const tfa_profile_module_t *m;
+
+	if (s != NULL && tfa_profile_symbolize(s, stack_id, pc, frames, nframes) == 0 && *nframes > 0)
+		return;
+	memset(fallback, 0, sizeof(*fallback));
+	fallback->pc = pc;
+	m = tfa_profile_module_at(p, stack_id, pc);
+	if (m != NULL) {
+		fallback->module = m->path;
+		fallback->module_offset = pc - m->bias;
+		fallback->flags = TFA_SYM_NO_FILE;
+	} else {
+		fallback->flags = TFA_SYM_NO_MODULE;
+	}
+	*frames = fallback;
+	*nframes = 1;
+}
+
+bool
+tfa_stack_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id,
+                 tfa_frame_fn fn, void *ctx)
+{
+	uint32_t depth;
+	const uint64_t *pcs = stack_id != 0 ? tfa_profile_stack(p, stack_id, &depth) : NULL;
+	unsigned index = 0;
+
+	if (pcs == NULL)
+		return false;
+	for (uint32_t i = 0; i < depth; i++) {
+		tfa_sym_frame_t fallback;
+		const tfa_sym_frame_t *frames;
+		size_t n;
+
+		tfa_pc_frames(s, p, stack_id, pcs[i], &fallback, &frames, &n);
+		for (size_t k = 0; k < n; k++)
+			fn(ctx, index++, &frames[k]);
+	}
+	return true;
+}

@@ -8,6 +8,7 @@
 #ifndef TFA_TOOLS_STACKS_H
 #define TFA_TOOLS_STACKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,24 @@ tfa_profile_symbols_t *tfa_profile_symbols_new(const tfa_profile_t *p, tfa_sym_c
  */
 int tfa_profile_symbolize(tfa_profile_symbols_t *ps, uint32_t stack_id, uint64_t pc,
                           const tfa_sym_frame_t **frames, size_t *nframes);
+
+/*
+ * The frames of return address pc of stack stack_id, innermost first.  With
+ * no symbols (s NULL) or when they run out of memory, one frame in *fallback
+ * with the pc and the module of p's map that held it (so that tfa_frame_name
+ * gives "MODULE+0xOFFSET").  Never fails: every format shows every frame.
+ */
+void tfa_pc_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id, uint64_t pc,
+                   tfa_sym_frame_t *fallback, const tfa_sym_frame_t **frames, size_t *nframes);
+
+/*
+ * Calls fn for each frame of stack id (innermost first, inlined calls
+ * before the function they were inlined into; index counts them).  Returns
+ * false when p has no such stack (id 0 included).
+ */
+typedef void (*tfa_frame_fn)(void *ctx, unsigned index, const tfa_sym_frame_t *fr);
+bool tfa_stack_frames(tfa_profile_symbols_t *s, const tfa_profile_t *p, uint32_t stack_id,
+                      tfa_frame_fn fn, void *ctx);
 
 /* NULL: no-op. */
 void tfa_profile_symbols_free(tfa_profile_symbols_t *ps);
