@@ -152,3 +152,16 @@ tfa_prof_device_field_name(unsigned field)
 
 	return field < TFA_DEV_FIELD_COUNT ? names[field] : "unknown";
 }
+
+const char *
+tfa_prof_error_count_name(unsigned field)
+{
+	static const char *const names[TFA_ERRC_FIELD_COUNT] = {
+		[TFA_ERRC_DOUBLE_FREE] = "double_free",
+		[TFA_ERRC_INVALID_FREE] = "invalid_free",
+		[TFA_ERRC_MISMATCHED_FREE] = "mismatched_free",
+		[TFA_ERRC_NOT_RECORDED] = "not_recorded",
+	};
+
+	return field < TFA_ERRC_FIELD_COUNT ? names[field] : "unknown";
+}

@@ -177,6 +177,8 @@ const char *tfa_prof_error_kind_name(uint32_t kind);
 const char *tfa_prof_leak_kind_name(uint32_t kind);
 /* The JSON key of a device figure (enum tfa_prof_device_field_e): "num_allocs", ...; "unknown". */
 const char *tfa_prof_device_field_name(unsigned field);
+/* The JSON key of an error count (enum tfa_prof_error_count_e): "double_free", ...; "unknown". */
+const char *tfa_prof_error_count_name(unsigned field);
 /* "none", "fp", "unwind", or "unknown". */
 const char *tfa_prof_stacks_mode_name(uint32_t mode);
 /* "running", "exit", "signal", "exec", "unknown". */

@@ -858,3 +858,19 @@ tfa_profile_free(tfa_profile_t *p)
 	strings_free(p->strings_);
 	memset(p, 0, sizeof(*p));
 }
+
+uint64_t
+tfa_profile_error_sums(const tfa_profile_t *p, uint64_t out[TFA_ERRC_FIELD_COUNT])
+{
+	memset(out, 0, sizeof(uint64_t) * TFA_ERRC_FIELD_COUNT);
+	if (p->has_error_totals) {
+		memcpy(out, p->error_totals, sizeof(uint64_t) * TFA_ERRC_FIELD_COUNT);
+	} else {
+		for (size_t i = 0; i < p->nerrors; i++) {
+			uint32_t k = p->errors[i].kind;
+			if (k >= TFA_ERR_DOUBLE_FREE && k <= TFA_ERR_MISMATCHED_FREE)
+				out[k - TFA_ERR_DOUBLE_FREE] += p->errors[i].count;
+		}
+	}
+	return out[TFA_ERRC_DOUBLE_FREE] + out[TFA_ERRC_INVALID_FREE] + out[TFA_ERRC_MISMATCHED_FREE];
+}

@@ -180,6 +180,13 @@ const uint64_t *tfa_profile_stack(const tfa_profile_t *p, uint32_t id, uint32_t 
 const tfa_profile_module_t *tfa_profile_module_at(const tfa_profile_t *p, uint32_t stack_id,
                                                   uint64_t pc);
 
+/*
+ * The memory errors of p by count field (enum tfa_prof_error_count_e): the
+ * totals record when there is one, else the sum of the rows.  Returns the
+ * errors of the three kinds together.
+ */
+uint64_t tfa_profile_error_sums(const tfa_profile_t *p, uint64_t out[TFA_ERRC_FIELD_COUNT]);
+
 /* Frees everything tfa_profile_parse allocated and zeroes p.  NULL or a zeroed profile: no-op. */
 void tfa_profile_free(tfa_profile_t *p);
 

@@ -356,14 +356,9 @@ kind_counts(const tfa_gate_opts_t *g, uint32_t kind)
 static uint64_t
 errors_of(const tfa_profile_t *p)
 {
-	uint64_t n = 0;
+	uint64_t sums[TFA_ERRC_FIELD_COUNT];
 
-	if (p->has_error_totals)
-		return p->error_totals[TFA_ERRC_DOUBLE_FREE] + p->error_totals[TFA_ERRC_INVALID_FREE]
-		       + p->error_totals[TFA_ERRC_MISMATCHED_FREE];
-	for (size_t i = 0; i < p->nerrors; i++)
-		n += p->errors[i].count;
-	return n;
+	return tfa_profile_error_sums(p, sums);
 }
 
 /* The first frame with a source file, or else the first frame: where a finding points. */

@@ -394,30 +394,14 @@ html_devices(tfa_json_t *j, const tfa_profile_t *p)
 static void
 html_errors(tfa_json_t *j, const tfa_profile_t *p)
 {
-	static const char *const keys[TFA_ERRC_FIELD_COUNT] = {
-		[TFA_ERRC_DOUBLE_FREE] = "double_free",
-		[TFA_ERRC_INVALID_FREE] = "invalid_free",
-		[TFA_ERRC_MISMATCHED_FREE] = "mismatched_free",
-		[TFA_ERRC_NOT_RECORDED] = "not_recorded",
-	};
-	uint64_t sums[TFA_ERRC_FIELD_COUNT] = { 0 };
+	uint64_t sums[TFA_ERRC_FIELD_COUNT];
 	char addr[32];
 
-	/* The totals record when there is one, else the sum of the rows (as the other formats). */
-	if (p->has_error_totals) {
-		memcpy(sums, p->error_totals, sizeof(sums));
-	} else {
-		for (size_t i = 0; i < p->nerrors; i++) {
-			uint32_t k = p->errors[i].kind;
-
-			if (k >= TFA_ERR_DOUBLE_FREE && k <= TFA_ERR_MISMATCHED_FREE)
-				sums[k - TFA_ERR_DOUBLE_FREE] += p->errors[i].count;
-		}
-	}
+	(void)tfa_profile_error_sums(p, sums);
 	tfa_json_key(j, "error_totals");
 	tfa_json_begin_compact_object(j);
 	for (size_t k = 0; k < TFA_ERRC_FIELD_COUNT; k++)
-		tfa_json_kv_u64(j, keys[k], sums[k]);
+		tfa_json_kv_u64(j, tfa_prof_error_count_name((unsigned)k), sums[k]);
 	tfa_json_end_object(j);
 
 	tfa_json_key(j, "errors");

@@ -290,23 +290,10 @@ struct error_sums {
 	uint64_t total; /* of the three kinds */
 };
 
-/* The totals record when there is one, else the sum of the rows. */
 static void
 report_error_sums(const tfa_profile_t *p, struct error_sums *s)
 {
-	memset(s, 0, sizeof(*s));
-	if (p->has_error_totals) {
-		memcpy(s->by_kind, p->error_totals, sizeof(s->by_kind));
-	} else {
-		for (size_t i = 0; i < p->nerrors; i++) {
-			uint32_t k = p->errors[i].kind;
-
-			if (k >= TFA_ERR_DOUBLE_FREE && k <= TFA_ERR_MISMATCHED_FREE)
-				s->by_kind[k - TFA_ERR_DOUBLE_FREE] += p->errors[i].count;
-		}
-	}
-	s->total = s->by_kind[TFA_ERRC_DOUBLE_FREE] + s->by_kind[TFA_ERRC_INVALID_FREE]
-	           + s->by_kind[TFA_ERRC_MISMATCHED_FREE];
+	s->total = tfa_profile_error_sums(p, s->by_kind);
 }
 
 static void
@@ -487,12 +474,6 @@ json_hex(tfa_json_t *j, const char *key, uint64_t v)
 static void
 json_process(tfa_json_t *j, struct report_entry *e)
 {
-	static const char *const errc_keys[TFA_ERRC_FIELD_COUNT] = {
-		[TFA_ERRC_DOUBLE_FREE] = "double_free",
-		[TFA_ERRC_INVALID_FREE] = "invalid_free",
-		[TFA_ERRC_MISMATCHED_FREE] = "mismatched_free",
-		[TFA_ERRC_NOT_RECORDED] = "not_recorded",
-	};
 	const tfa_profile_t *p = &e->prof;
 	struct error_sums sums;
 	char num[64];
@@ -588,7 +569,7 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_key(j, "error_totals");
 	tfa_json_begin_object(j);
 	for (size_t k = 0; k < TFA_ERRC_FIELD_COUNT; k++)
-		tfa_json_kv_u64(j, errc_keys[k], sums.by_kind[k]);
+		tfa_json_kv_u64(j, tfa_prof_error_count_name((unsigned)k), sums.by_kind[k]);
 	tfa_json_end_object(j);
 
 	json_sites(j, e);
