@@ -85,10 +85,7 @@ tfa_gate_opts_init(tfa_gate_opts_t *g)
 int
 tfa_gate_parse_kinds(const char *list, unsigned *kinds)
 {
-	static const struct {
-		const char *name;
-		unsigned bits;
-	} names[] = {
+	static const tfa_name_bits_t names[] = {
 		{ "definite", TFA_GATE_KIND_BIT(TFA_LEAK_DEFINITE) },
 		{ "indirect", TFA_GATE_KIND_BIT(TFA_LEAK_INDIRECT) },
 		{ "possible", TFA_GATE_KIND_BIT(TFA_LEAK_POSSIBLE) },
@@ -97,28 +94,8 @@ tfa_gate_parse_kinds(const char *list, unsigned *kinds)
 		                 | TFA_GATE_KIND_BIT(TFA_LEAK_POSSIBLE)
 		                 | TFA_GATE_KIND_BIT(TFA_LEAK_REACHABLE) },
 	};
-	unsigned bits = 0;
 
-	while (*list != '\0') {
-		size_t len = strcspn(list, ",");
-		bool known = false;
-
-		for (size_t i = 0; i < TFA_ARRAY_SIZE(names); i++) {
-			if (strlen(names[i].name) == len && strncmp(list, names[i].name, len) == 0) {
-				bits |= names[i].bits;
-				known = true;
-			}
-		}
-		if (!known)
-			return -1;
-		list += len;
-		if (*list == ',' && *++list == '\0')
-			return -1;
-	}
-	if (bits == 0)
-		return -1;
-	*kinds = bits;
-	return 0;
+	return tfa_parse_name_list(list, names, TFA_ARRAY_SIZE(names), kinds);
 }
 
 /* ---- suppressions -------------------------------------------------------------------------- */

@@ -1646,33 +1646,10 @@ report_parse_top(const char *v)
 static int
 report_parse_by(const char *v)
 {
-	static const struct {
-		const char *name;
-		unsigned table;
-	} names[] = { { "peak", TABLE_PEAK }, { "leaked", TABLE_LEAKED },
-		      { "total", TABLE_TOTAL }, { "count", TABLE_COUNT } };
-	unsigned tables = 0;
+	static const tfa_name_bits_t names[] = { { "peak", TABLE_PEAK }, { "leaked", TABLE_LEAKED },
+		                                 { "total", TABLE_TOTAL }, { "count", TABLE_COUNT } };
 
-	while (*v != '\0') {
-		size_t len = strcspn(v, ",");
-		bool known = false;
-
-		for (size_t i = 0; i < TFA_ARRAY_SIZE(names); i++) {
-			if (strlen(names[i].name) == len && strncmp(v, names[i].name, len) == 0) {
-				tables |= names[i].table;
-				known = true;
-			}
-		}
-		if (!known)
-			return -1;
-		v += len;
-		if (*v == ',' && *++v == '\0')
-			return -1;
-	}
-	if (tables == 0)
-		return -1;
-	ropts.tables = tables;
-	return 0;
+	return tfa_parse_name_list(v, names, TFA_ARRAY_SIZE(names), &ropts.tables);
 }
 
 int

@@ -5,6 +5,7 @@
  */
 #include "tools/tfalloc.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,4 +69,31 @@ main(int argc, char **argv)
 	}
 	fprintf(stderr, "tfalloc: unknown command '%s' (see 'tfalloc help')\n", cmd);
 	return TFA_EXIT_USAGE;
+}
+
+int
+tfa_parse_name_list(const char *list, const tfa_name_bits_t *names, size_t n, unsigned *bits)
+{
+	unsigned all = 0;
+
+	while (*list != '\0') {
+		size_t len = strcspn(list, ",");
+		bool known = false;
+
+		for (size_t i = 0; i < n; i++) {
+			if (strlen(names[i].name) == len && strncmp(list, names[i].name, len) == 0) {
+				all |= names[i].bits;
+				known = true;
+			}
+		}
+		if (!known)
+			return -1;
+		list += len;
+		if (*list == ',' && *++list == '\0')
+			return -1;
+	}
+	if (all == 0)
+		return -1;
+	*bits = all;
+	return 0;
 }

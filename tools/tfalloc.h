@@ -7,6 +7,7 @@
 #ifndef TFA_TOOLS_TFALLOC_H
 #define TFA_TOOLS_TFALLOC_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* Exit statuses of tfalloc's own failures, as env(1) and timeout(1) use them. */
@@ -19,8 +20,20 @@
 int tfa_cmd_run(int argc, char **argv);
 void tfa_run_usage(FILE *f);
 
-/* tfalloc report [--format text|json|folded|pprof] [--by FIGURE] [-o FILE] PATH... */
+/* tfalloc report [--format text|json|folded|pprof|html] [--by LIST] [-o FILE] PATH... */
 int tfa_cmd_report(int argc, char **argv);
 void tfa_report_usage(FILE *f);
+
+/* One name of an option's comma-separated list, and the bits it stands for. */
+typedef struct tfa_name_bits_s {
+	const char *name;
+	unsigned bits;
+} tfa_name_bits_t;
+
+/*
+ * The union of the bits of the names in list ("peak,leaked"), into *bits.
+ * Returns -1 (*bits untouched) for an unknown or empty name, or no name.
+ */
+int tfa_parse_name_list(const char *list, const tfa_name_bits_t *names, size_t n, unsigned *bits);
 
 #endif /* TFA_TOOLS_TFALLOC_H */
