@@ -2,6 +2,8 @@
 /* Leak classes by reachability (see core/leak_scan.h).  Never allocates through malloc. */
 #include "core/leak_scan.h"
 
+#include "core/log.h"
+
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -640,31 +642,12 @@ static bool
 thread_sp(pid_t tid, uintptr_t *sp)
 {
 	char path[64], buf[256];
-	int fd, len = 0;
+	int len;
 
-	/* Built by hand: snprintf may allocate in glibc's printf machinery. */
-	memcpy(path, "/proc/self/task/", 16);
-	char digits[16];
-	int nd = 0;
-	for (unsigned v = (unsigned)tid; nd == 0 || v != 0; v /= 10)
-		digits[nd++] = (char)('0' + v % 10);
-	size_t n = 16;
-	while (nd > 0)
-		path[n++] = digits[--nd];
-	memcpy(path + n, "/syscall", 9);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	tfa_snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	len = (int)tfa_read_small_file(path, buf, sizeof(buf));
+	if (len < 0)
 		return false;
-	for (;;) {
-		ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += (int)r;
-	}
-	close(fd);
-	buf[len] = '\0';
 	/* "running"; "-1 SP PC" (blocked, not in a call); "NR A1 .. A6 SP PC". */
 	const char *tok[9];
 	int ntok = 0;

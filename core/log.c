@@ -273,3 +273,30 @@ tfa_format_bytes(char *buf, size_t size, uint64_t bytes)
 	return tfa_snprintf(buf, size, "%llu.%llu %s", (unsigned long long)(tenths / 10),
 			    (unsigned long long)(tenths % 10), units[u]);
 }
+
+long
+tfa_read_small_file(const char *path, char *buf, size_t size)
+{
+	int saved_errno = errno;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+
+	if (fd < 0 || size == 0) {
+		if (fd >= 0)
+			close(fd);
+		errno = saved_errno;
+		return -1;
+	}
+	while (len + 1 < size) {
+		ssize_t n = read(fd, buf + len, size - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	errno = saved_errno;
+	return (long)len;
+}

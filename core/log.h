@@ -29,6 +29,12 @@ size_t tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
 int tfa_write_all(int fd, const void *buf, size_t len);
 
 /*
+ * Reads a small file (/proc) into buf, NUL-terminated, at most size - 1
+ * bytes.  Returns the length, or -1 when it cannot be opened.  errno is kept.
+ */
+long tfa_read_small_file(const char *path, char *buf, size_t size);
+
+/*
  * Keeps a private duplicate of stderr (fd >= 1021, close-on-exec) for the
  * shim's messages, so that they still reach the terminal after the program
  * closed fd 2.  Called once at init.

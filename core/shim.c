@@ -754,26 +754,15 @@ now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reads a small /proc file into buf (NUL-terminated); returns the length or 0. */
+/* A small /proc file in buf, NUL-terminated; its length, 0 when it cannot be read. */
 static size_t
 read_small_file(const char *path, char *buf, size_t size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t len = 0;
+	long n = tfa_read_small_file(path, buf, size);
 
-	if (fd < 0)
-		return 0;
-	while (len + 1 < size) {
-		ssize_t n = read(fd, buf + len, size - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	return len;
+	if (n < 0 && size > 0)
+		buf[0] = '\0';
+	return n < 0 ? 0 : (size_t)n;
 }
 
 static void

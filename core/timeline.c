@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/timeline.h"
 
+#include "core/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -99,18 +101,10 @@ uint64_t
 tfa_rss_bytes(void)
 {
 	char buf[128];
-	int saved = errno;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	ssize_t n = -1;
+	long n = tfa_read_small_file("/proc/self/statm", buf, sizeof(buf));
 
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-	}
-	errno = saved;
 	if (n <= 0)
 		return 0;
-	buf[n] = '\0';
 	/* "size resident shared ...", in pages. */
 	const char *s = buf;
 	while (*s != '\0' && *s != ' ')
