@@ -387,7 +387,12 @@ fast_meta_hi(uint8_t kind)
 	return (uint64_t)TFA_BACKEND_JEMALLOC | ((uint64_t)(kind & 7) << 3);
 }
 
-/* Counts a block made (sign 1) or freed (-1) in the thread's slot.  [hot path] */
+/*
+ * Moves bytes in use by the change of one block (grew: made, else freed).
+ * The fast path's copy of tfa_tracking_settle_after, without its sites
+ * (the fast path serves no stacks) and without a pending balance when the
+ * process has one thread.  [hot path]
+ */
 static TFA_ALWAYS_INLINE void
 fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bool grew)
 {
@@ -414,6 +419,18 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 		tfa_tracking_publish(ta, s);
 }
 
+/* A block made: the thread's totals, and bytes in use.  [hot path] */
+static TFA_ALWAYS_INLINE void
+fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
+{
+	s->num_allocs++;
+	s->total_bytes += nbytes;
+	s->total_allocated_bytes += asz;
+	if (tfa_unlikely(nbytes > s->largest_alloc_size))
+		s->largest_alloc_size = nbytes;
+	fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
+}
+
 /* Records the block p of nbytes made by jemalloc.  single: the process has one thread.  [hot path] */
 static TFA_ALWAYS_INLINE void
 fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, bool single)
@@ -431,12 +448,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	uint32_t tag = tfa_tls.tag;
 	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
-		s->num_allocs++;
-		s->total_bytes += nbytes;
-		s->total_allocated_bytes += asz;
-		if (tfa_unlikely(nbytes > s->largest_alloc_size))
-			s->largest_alloc_size = nbytes;
-		fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
+		fast_count_alloc(s, nbytes, asz, single);
 		if (!single)
 			tfa_ptr_table_release(held);
 		return;
@@ -656,12 +668,7 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 		}
 	}
 	/* The new block's allocation. */
-	s->num_allocs++;
-	s->total_bytes += nbytes;
-	s->total_allocated_bytes += asz;
-	if (tfa_unlikely(nbytes > s->largest_alloc_size))
-		s->largest_alloc_size = nbytes;
-	fast_count(s, (int64_t)nbytes, (int64_t)asz, true, true);
+	fast_count_alloc(s, nbytes, asz, true);
 done:
 	*out = q;
 	shim_exit();
