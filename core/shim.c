@@ -1951,6 +1951,8 @@ timeline_sample(uint64_t now, bool force)
 static void
 shim_tick(void)
 {
+	int saved_errno = errno; /* a malloc that succeeds leaves errno as it was */
+
 	tick_left = TICK_EVERY - 1;
 	if (tfa_shim_state() != TFA_SHIM_READY || tfa_guard_active() || tfa_tls.in_shim != 0
 	    || tfa_tls.holds_all_locks)
@@ -1973,4 +1975,5 @@ shim_tick(void)
 		(void)err;
 	}
 	shim_exit();
+	errno = saved_errno;
 }

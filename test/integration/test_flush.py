@@ -11,6 +11,8 @@ Cases:
   fork       a process that forks while snapshots are on: parent and child
              each end with their own complete profile (the child never writes
              over the parent's file)
+  errno      snapshots every millisecond into a directory that does not exist:
+             each fails, and malloc and free still leave errno alone
   no_flush   TFALLOC_FLUSH_INTERVAL_MS=0: killed by SIGKILL, nothing is left
 """
 import os
@@ -101,6 +103,17 @@ def case_sigkill(ctx):
     T.check("this is a snapshot" in r.out, "text report of a snapshot:\n" + r.out[:1500])
 
 
+def case_errno(ctx):
+    argv = [ctx.prog("tp_sites"), "errno", "300000"]
+    missing = os.path.join(ctx.scratch, "no", "such", "dir")
+    r = ctx.run_preload(argv, outdir=missing, env={"TFALLOC_FLUSH_INTERVAL_MS": "1",
+                                                  "TFALLOC_STACKS": "none"})
+    T.check_eq(r.returncode, 0, "tp_sites errno under failing snapshots\n" + r.describe())
+    T.check("cannot write" in r.err, "no word of the failing snapshots:\n" + r.describe())
+    r = ctx.run_preload(argv, outdir=missing, env={"TFALLOC_FLUSH_INTERVAL_MS": "1"})
+    T.check_eq(r.returncode, 0, "the same with stacks\n" + r.describe())
+
+
 def case_no_flush(ctx):
     outdir = ctx.mkdtemp("out")
     p = start(ctx, [PY, "-c", BUSY % {"seconds": 60}], outdir, 0)
@@ -141,5 +154,6 @@ T.main({
     "timeline": case_timeline,
     "sigkill": case_sigkill,
     "no_flush": case_no_flush,
+    "errno": case_errno,
     "fork": case_fork,
 })

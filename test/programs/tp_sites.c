@@ -17,7 +17,10 @@
  * cache_alloc holds 262144, config_alloc 1000, token_alloc 24 (the cache is
  * built after the config and while one token is held).  Leaks: 1000 + 480 =
  * 1480 bytes in 11 blocks.  With "cache N" the cache has N blocks instead of 64
- * (for `tfalloc report --diff`: the cache site grows, nothing else).  Each helper is noinline and calls malloc itself,
+ * (for `tfalloc report --diff`: the cache site grows, nothing else).  With
+ * "errno N" it only makes N malloc/free pairs, each with errno set before and
+ * checked after: a malloc that succeeds leaves errno alone, whatever the shim
+ * does meanwhile (snapshots that fail to be written, for one).  Each helper is noinline and calls malloc itself,
  * so the innermost frame of each site is the *_alloc function, and the line
  * of the malloc call is marked SITE_* below for the tests to find.
  */
@@ -109,6 +112,16 @@ main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && strcmp(argv[1], "cache") == 0)
 		ncache = atoi(argv[2]);
+	if (argc > 2 && strcmp(argv[1], "errno") == 0) {
+		for (int i = 0, n = atoi(argv[2]); i < n; i++) {
+			errno = 4242;
+			void *p = token_alloc();
+			TP_CHECK(p != NULL && errno == 4242, "malloc kept errno (4242)");
+			free(p);
+			TP_CHECK(errno == 4242, "free kept errno (4242)");
+		}
+		return 0;
+	}
 	TP_CHECK(ncache >= 0 && ncache <= 1024, "cache N: 0 to 1024 blocks");
 	leak_config();
 	void *token = parse_tokens(1000);
