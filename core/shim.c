@@ -1856,6 +1856,8 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 void
 tfa_shim_prefork(void)
 {
+	/* Held alone and briefly by sigaction: a child must not inherit it taken. */
+	tfa_lock(&sig_lock);
 	tfa_lock(&profile_lock);
 	tfa_lock(&timeline_lock);
 	tfa_lock(&errors_lock);
@@ -1882,6 +1884,7 @@ tfa_shim_postfork_parent(void)
 	tfa_unlock(&errors_lock);
 	tfa_unlock(&timeline_lock);
 	tfa_unlock(&profile_lock);
+	tfa_unlock(&sig_lock);
 }
 
 void
@@ -1918,6 +1921,7 @@ tfa_shim_postfork_child(void)
 	nerror_rows = 0;
 	memset(error_totals, 0, sizeof(error_totals));
 	memset(errors_printed, 0, sizeof(errors_printed));
+	tfa_lock_init(&sig_lock);
 }
 
 /* ---- memory over time and periodic snapshots ------------------------------------------------ */
