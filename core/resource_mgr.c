@@ -18,6 +18,7 @@ typedef struct container_s {
 	uint64_t hash;
 	uint32_t live; /* in the manager (made and not cleaned up) */
 	uint32_t resources; /* live resources in it */
+	uint32_t first_tag; /* tags below it were reported by an earlier cleanup (or clear) */
 	char name[TFA_RES_NAME_MAX + 1];
 } container_t;
 
@@ -112,6 +113,8 @@ find_container(const char *name, bool create)
 		if (c->hash == h && strcmp(c->name, name) == 0) {
 			if (!c->live && !create)
 				return -1;
+			if (!c->live)
+				c->first_tag = tag_end; /* made again: a new generation */
 			c->live = 1;
 			return (int)i;
 		}
@@ -121,6 +124,7 @@ find_container(const char *name, bool create)
 	container_t *c = &containers[ncontainers];
 	c->hash = h;
 	c->live = 1;
+	c->first_tag = tag_end;
 	memcpy(c->name, name, strlen(name) + 1);
 	return (int)ncontainers++;
 }
@@ -383,7 +387,12 @@ tfa_res_cleanup(const char *container, uint32_t *tags, size_t max_tags, size_t *
 		tfa_unlock(&mgr_lock);
 		return TFA_RES_ENOENT;
 	}
-	for (uint32_t t = 1; t < tag_end; t++) {
+	/*
+	 * The resources made since the container was (re)made: those of an
+	 * earlier life of the container were reported by its earlier cleanup.
+	 */
+	uint32_t first = containers[ci].first_tag > 0 ? containers[ci].first_tag : 1;
+	for (uint32_t t = first; t < tag_end; t++) {
 		tfa_resource_t *r = tfa_res_get(t);
 		if (r->container != (uint32_t)ci)
 			continue;
