@@ -561,11 +561,22 @@ tfa_res_reserve(uint32_t tag, uint64_t bytes)
 	if (r == NULL)
 		return true;
 	int64_t limit = __atomic_load_n(&r->bytes_limit, __ATOMIC_RELAXED);
-	int64_t now = __atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
-	if (limit > 0 && now > limit) {
-		__atomic_sub_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
-		return false;
+	if (limit <= 0) {
+		__atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
+		return true;
 	}
+	/*
+	 * Only a reservation that fits is ever added: adding first and taking
+	 * back a refused one would make a concurrent reservation that fits see
+	 * the refused bytes and fail too.  Compared unsigned: a request of 2^63
+	 * bytes or more is no negative charge.
+	 */
+	int64_t old = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+	do {
+		if (old > limit || bytes > (uint64_t)(limit - old))
+			return false;
+	} while (!__atomic_compare_exchange_n(&r->in_use, &old, old + (int64_t)bytes, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 	return true;
 }
 
