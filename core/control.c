@@ -614,7 +614,7 @@ static const struct tfalloc_api api = {
 };
 
 /* What preload/tfalloc.h looks for: NULL when the shim does not run (disabled, shutting down). */
-__attribute__((visibility("default"))) const struct tfalloc_api *tfalloc_control_api(void);
+TFA_EXPORT const struct tfalloc_api *tfalloc_control_api(void);
 
 const struct tfalloc_api *
 tfalloc_control_api(void)
