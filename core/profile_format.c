@@ -165,3 +165,31 @@ tfa_prof_error_count_name(unsigned field)
 
 	return field < TFA_ERRC_FIELD_COUNT ? names[field] : "unknown";
 }
+
+const char *
+tfa_prof_res_device_field_name(unsigned field)
+{
+	static const char *const names[TFA_RESD_FIELD_COUNT] = {
+		[TFA_RESD_NUM_ALLOCS] = "num_allocs",
+		[TFA_RESD_NUM_FREES] = "num_frees",
+		[TFA_RESD_BYTES_IN_USE] = "bytes_in_use",
+		[TFA_RESD_PEAK_BYTES_IN_USE] = "peak_bytes_in_use",
+		[TFA_RESD_LARGEST_ALLOC_SIZE] = "largest_alloc_size",
+		[TFA_RESD_TOTAL_BYTES] = "total_bytes",
+		[TFA_RESD_ALLOCATED_BYTES_IN_USE] = "allocated_bytes_in_use",
+		[TFA_RESD_PEAK_ALLOCATED_BYTES_IN_USE] = "peak_allocated_bytes_in_use",
+		[TFA_RESD_TOTAL_ALLOCATED_BYTES] = "total_allocated_bytes",
+	};
+
+	return field < TFA_RESD_FIELD_COUNT ? names[field] : "unknown";
+}
+
+const char *
+tfa_prof_resource_state_name(uint32_t state)
+{
+	switch (state) {
+	case 1: return "live";
+	case 2: return "deleted";
+	default: return "unknown";
+	}
+}

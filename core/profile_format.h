@@ -90,6 +90,23 @@ enum tfa_prof_record_type_e {
 	 * rss_bytes, u32 flags (enum tfa_timeline_flag_e: 1 the peak) }.
 	 */
 	TFA_REC_TIMELINE = 10,
+	/*
+	 * A resource of the control API (core/resource_mgr.h): u32 tag, u32 state
+	 * (enum tfa_res_state_e: 1 live, 2 deleted), u32 refcount, u64 type hash,
+	 * str container, str type, str name, str debug string, counts (enum
+	 * tfa_prof_resource_field_e), then for each device something was charged
+	 * on, up to the end of the payload: { str device, counts (enum
+	 * tfa_prof_res_device_field_e) }.
+	 */
+	TFA_REC_RESOURCE = 11,
+	/*
+	 * A container cleaned up while blocks charged to its resources were live
+	 * (the scoped leak check): u64 t_ns (since the process started), str
+	 * container, counts (enum tfa_prof_cleanup_field_e), then up to the end of
+	 * the payload groups of those blocks: { u32 tag, u32 stack_id, u64 blocks,
+	 * u64 bytes, u64 sample_address }.
+	 */
+	TFA_REC_CLEANUP = 12,
 	/* u64 records before this one, u32 complete (1: written at the end of the process). */
 	TFA_REC_END = 15,
 };
@@ -151,7 +168,37 @@ enum tfa_prof_leak_field_e {
 	TFA_LEAKF_BLOCKS,
 	TFA_LEAKF_ALLOCATED_BYTES,
 	TFA_LEAKF_SAMPLE_ADDRESS, /* one of the blocks */
+	TFA_LEAKF_RESOURCE,       /* the resource tag they were charged to (TFA_REC_RESOURCE); 0: none */
 	TFA_LEAKF_FIELD_COUNT
+};
+
+enum tfa_prof_resource_field_e {
+	TFA_RESF_BYTES_LIMIT = 0, /* 0: none */
+	TFA_RESF_MEMORY_USED,     /* requested bytes in use on every device */
+	TFA_RESF_PEAK_MEMORY_USED,
+	TFA_RESF_FIELD_COUNT
+};
+
+/* A resource's figures on one device: the device figures' names (tfa_prof_res_device_field_name). */
+enum tfa_prof_res_device_field_e {
+	TFA_RESD_NUM_ALLOCS = 0,
+	TFA_RESD_NUM_FREES,
+	TFA_RESD_BYTES_IN_USE,
+	TFA_RESD_PEAK_BYTES_IN_USE,
+	TFA_RESD_LARGEST_ALLOC_SIZE,
+	TFA_RESD_TOTAL_BYTES,
+	TFA_RESD_ALLOCATED_BYTES_IN_USE,
+	TFA_RESD_PEAK_ALLOCATED_BYTES_IN_USE,
+	TFA_RESD_TOTAL_ALLOCATED_BYTES,
+	TFA_RESD_FIELD_COUNT
+};
+
+enum tfa_prof_cleanup_field_e {
+	TFA_CLEANF_BLOCKS = 0,
+	TFA_CLEANF_BYTES,
+	TFA_CLEANF_RESOURCES,      /* resources the cleanup deleted */
+	TFA_CLEANF_GROUPS_DROPPED, /* groups of blocks not written (the record is full) */
+	TFA_CLEANF_FIELD_COUNT
 };
 
 enum tfa_prof_error_kind_e {
@@ -179,6 +226,10 @@ const char *tfa_prof_leak_kind_name(uint32_t kind);
 const char *tfa_prof_device_field_name(unsigned field);
 /* The JSON key of an error count (enum tfa_prof_error_count_e): "double_free", ...; "unknown". */
 const char *tfa_prof_error_count_name(unsigned field);
+/* The JSON key of a resource's device figure (enum tfa_prof_res_device_field_e); "unknown". */
+const char *tfa_prof_res_device_field_name(unsigned field);
+/* "live", "deleted", or "unknown". */
+const char *tfa_prof_resource_state_name(uint32_t state);
 /* "none", "fp", "unwind", or "unknown". */
 const char *tfa_prof_stacks_mode_name(uint32_t mode);
 /* "running", "exit", "signal", "exec", "unknown". */

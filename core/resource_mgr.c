@@ -590,6 +590,15 @@ tfa_res_unreserve(uint32_t tag, uint64_t bytes)
 }
 
 void
+tfa_res_force_reserve(uint32_t tag, uint64_t bytes)
+{
+	tfa_resource_t *r = tfa_res_get(tag);
+
+	if (r != NULL)
+		__atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+void
 tfa_res_charge(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated)
 {
 	tfa_resource_t *r = tfa_res_get(tag);
@@ -666,4 +675,18 @@ void
 tfa_res_postfork_child(void)
 {
 	tfa_lock_init(&mgr_lock);
+}
+
+void
+tfa_res_undo_uncharge(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated)
+{
+	tfa_resource_t *r = tfa_res_get(tag);
+
+	if (r == NULL)
+		return;
+	tfa_res_stats_t *d = &r->dev[device & (TFA_RES_DEVICES - 1)];
+	__atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&d->num_frees, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&d->bytes_in_use, (int64_t)bytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&d->allocated_bytes_in_use, (int64_t)allocated, __ATOMIC_RELAXED);
 }

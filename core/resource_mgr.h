@@ -190,10 +190,14 @@ tfa_resource_t *tfa_res_get(uint32_t tag);
 bool tfa_res_reserve(uint32_t tag, uint64_t bytes);
 /* A reservation whose allocation did not happen. */
 void tfa_res_unreserve(uint32_t tag, uint64_t bytes);
+/* A reservation past the limit (a realloc that does not grow is never refused). */
+void tfa_res_force_reserve(uint32_t tag, uint64_t bytes);
 /* The block was made (after a reservation of its bytes): the device's figures. */
 void tfa_res_charge(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated);
 /* A block charged to the tag was freed: its bytes leave the resource and the device. */
 void tfa_res_uncharge(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated);
+/* The block was not freed after all (a refused realloc): tfa_res_uncharge undone. */
+void tfa_res_undo_uncharge(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated);
 
 /* ---- the process --------------------------------------------------------------------------- */
 

@@ -36,6 +36,7 @@
 #include "core/unwind.h"
 #include "registry/backends.h"
 #include "registry/jemalloc_fast.h"
+#include "core/control.h"
 #include "registry/registry.h"
 
 extern char **environ;
@@ -445,7 +446,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 		held = tfa_ptr_table_hold(&process_table, ptr);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
-	uint32_t tag = tfa_tls.tag;
+	uint32_t tag = 0; /* a thread with a current resource takes the general path */
 	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
 		fast_count_alloc(s, nbytes, asz, single);
@@ -488,7 +489,8 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 		goto not_served;
 	uint64_t meta = held.shard->slots[i].size_meta;
 	size_t requested = meta & TFA_REQUESTED_MAX;
-	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX))
+	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX
+			 || held.shard->slots[i].tag != 0))
 		goto not_served;
 	if (single || held.mode == TFA_PTR_EXCLUSIVE)
 		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
@@ -546,6 +548,10 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	void *p;
 
 	shim_enter();
+	if (tfa_unlikely(tfa_control_tag_by_thread) && !tfa_guard_active()) {
+		tfa_control_thread_tag();
+		attrs.kind = kind;
+	}
 	attrs.stack_id = stack_for(nbytes);
 	/* Constant arguments for malloc and new: the inline path folds their checks away. */
 	if (tfa_likely(alignment == 0 && !zero)) {
@@ -567,7 +573,7 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
-	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX)) {
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(tfa_tls.tag == 0)) {
 		void *p = fast_alloc(trec, nbytes, kind, zero);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
@@ -630,7 +636,9 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 		goto not_served;
 	uint64_t old_meta = sh->slots[i].size_meta;
 	size_t old = old_meta & TFA_REQUESTED_MAX;
-	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX))
+	/* A resource's block, or one made for a resource: its figures and limit are the general path's. */
+	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX
+			 || (sh->slots[i].tag | tfa_tls.tag) != 0))
 		goto not_served;
 	void *q = tfa_je_rallocx(p, nbytes, 0);
 	if (tfa_unlikely(q == NULL)) {
@@ -645,7 +653,7 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
-	uint32_t tag = tfa_tls.tag;
+	uint32_t tag = 0;
 
 	/* The old block's free. */
 	s->num_frees++;
@@ -915,6 +923,7 @@ tfa_shim_init(void)
 									      : (int64_t)opts.limit);
 	capture_identity();
 	init_stacks();
+	tfa_control_init(opts.tag_by);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
 	timeline_sample(timeline.start_ns, true);
 	if (opts.profile && opts.flush_interval_ms != 0)
@@ -946,6 +955,7 @@ tfa_shim_init(void)
 struct leak_group {
 	uint32_t used;
 	uint32_t stack_id;
+	uint32_t tag;
 	uint8_t device;
 	uint8_t kind; /* enum tfa_prof_leak_kind_e */
 	uint64_t bytes;
@@ -966,12 +976,13 @@ struct leak_walk {
 	bool classified;
 };
 
-/* Adds one leaked block to its group of (stack id, device, kind). */
+/* Adds one leaked block to its group of (stack id, resource tag, device, kind). */
 static void
-leak_add(struct leak_walk *w, uint32_t stack_id, uint8_t device, uint8_t kind, uint64_t requested,
-	 uint64_t allocated, uintptr_t ptr)
+leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, uint8_t kind,
+	 uint64_t requested, uint64_t allocated, uintptr_t ptr)
 {
-	uint64_t h = (((uint64_t)stack_id * 31 + device) * 8 + kind) * UINT64_C(0x9E3779B97F4A7C15);
+	uint64_t h = ((((uint64_t)stack_id * 31 + device) * 8 + kind) * 65599 + tag)
+		     * UINT64_C(0x9E3779B97F4A7C15);
 	size_t mask = w->cap - 1;
 	size_t i = (size_t)(h >> 40) & mask;
 	struct leak_group *g = NULL;
@@ -983,13 +994,14 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint8_t device, uint8_t kind, u
 				break;
 			c->used = 1;
 			c->stack_id = stack_id;
+			c->tag = tag;
 			c->device = device;
 			c->kind = kind;
 			w->ngroups++;
 			g = c;
 			break;
 		}
-		if (c->stack_id == stack_id && c->device == device && c->kind == kind) {
+		if (c->stack_id == stack_id && c->tag == tag && c->device == device && c->kind == kind) {
 			g = c;
 			break;
 		}
@@ -1032,7 +1044,7 @@ leak_visit(void *arg, const tfa_record_t *rec)
 	tfa_record_unpack(rec, &info);
 	if (info.kind == TFA_KIND_INTERNAL)
 		return;
-	leak_add(w, info.stack_id, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
 		 allocated_size_of(&info), info.ptr);
 }
 
@@ -1072,9 +1084,10 @@ capture_final_context(void)
 struct leak_rec {
 	uint64_t allocated;
 	uint32_t stack_id;
+	uint16_t tag; /* tags are below TFA_RES_MAX: 16 bytes a block */
 	uint8_t device;
-	uint8_t internal;
-	uint8_t current_backend; /* made by the backend in use now */
+	uint8_t internal : 1;
+	uint8_t current_backend : 1; /* made by the backend in use now */
 };
 
 struct leak_collect {
@@ -1122,7 +1135,7 @@ collect_visit(void *arg, const tfa_record_t *rec)
 	tfa_record_unpack(rec, &info);
 	if (info.device != TFA_DEVICE_CPU) {
 		if (info.kind != TFA_KIND_INTERNAL)
-			leak_add(c->w, info.stack_id, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+			leak_add(c->w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
 				 allocated_size_of(&info), info.ptr);
 		return;
 	}
@@ -1139,6 +1152,7 @@ collect_visit(void *arg, const tfa_record_t *rec)
 	c->recs[c->n] = (struct leak_rec){
 		.allocated = info.kind == TFA_KIND_INTERNAL ? 0 : allocated_size_of(&info),
 		.stack_id = info.stack_id,
+		.tag = (uint16_t)info.tag,
 		.device = info.device,
 		.internal = info.kind == TFA_KIND_INTERNAL,
 		.current_backend = tfa_tracking_allocator_backend(&cpu_tracker, info.backend)
@@ -1226,7 +1240,7 @@ classify_leaks(struct leak_walk *w)
 		const tfa_leak_block_t *b = &c.blocks[i];
 		const struct leak_rec *r = &c.recs[b->user];
 		if (!r->internal)
-			leak_add(w, r->stack_id, r->device, b->cls, b->size, r->allocated, b->addr);
+			leak_add(w, r->stack_id, r->tag, r->device, b->cls, b->size, r->allocated, b->addr);
 	}
 	w->classified = true;
 	ok = true;
@@ -1437,6 +1451,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 
 	write_stack_records(w, end_reason, st);
 	write_timeline_records(w, st);
+	tfa_control_write_records(w);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
 		const struct leak_group *g;
@@ -1453,6 +1468,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 			[TFA_LEAKF_BLOCKS] = g->blocks,
 			[TFA_LEAKF_ALLOCATED_BYTES] = g->allocated,
 			[TFA_LEAKF_SAMPLE_ADDRESS] = g->sample,
+			[TFA_LEAKF_RESOURCE] = g->tag,
 		};
 		tfa_pw_begin(w, TFA_REC_LEAK);
 		tfa_pw_str(w, "cpu");
@@ -1861,6 +1877,7 @@ tfa_shim_prefork(void)
 	tfa_lock(&profile_lock);
 	tfa_lock(&timeline_lock);
 	tfa_lock(&errors_lock);
+	tfa_control_prefork();
 	tfa_stack_table_prefork(&tfa_process_stacks);
 	tfa_modules_prefork();
 	tfa_ptr_table_prefork(&process_table);
@@ -1881,6 +1898,7 @@ tfa_shim_postfork_parent(void)
 	tfa_ptr_table_postfork_parent(&process_table);
 	tfa_modules_postfork_parent();
 	tfa_stack_table_postfork_parent(&tfa_process_stacks);
+	tfa_control_postfork_parent();
 	tfa_unlock(&errors_lock);
 	tfa_unlock(&timeline_lock);
 	tfa_unlock(&profile_lock);
@@ -1897,6 +1915,7 @@ tfa_shim_postfork_child(void)
 	tfa_ptr_table_postfork_child(&process_table);
 	tfa_modules_postfork_child();
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
+	tfa_control_postfork_child();
 	tfa_lock_init(&errors_lock);
 	tfa_lock_init(&profile_lock);
 	/* Whether the child is registered for membarrier is the kernel's business: again. */
@@ -1980,4 +1999,54 @@ shim_tick(void)
 	}
 	shim_exit();
 	errno = saved_errno;
+}
+
+/* ---- for the control API ------------------------------------------------------------------- */
+
+void
+tfa_shim_call_begin(void)
+{
+	shim_enter();
+}
+
+void
+tfa_shim_call_end(void)
+{
+	shim_exit();
+}
+
+bool
+tfa_shim_device_stats(unsigned device, tfa_allocator_stats_t *out)
+{
+	if (device != TFA_DEVICE_CPU)
+		return false;
+	tfa_tracking_allocator_publish_self(&cpu_tracker);
+	return tfa_tracking_allocator_get_stats(&cpu_tracker, out);
+}
+
+bool
+tfa_shim_pointer_info(const void *ptr, tfa_alloc_info_t *info, uint64_t *allocated)
+{
+	if (!tfa_tracking_lookup(&cpu_tracker, ptr, info))
+		return false;
+	*allocated = allocated_size_of(info);
+	return true;
+}
+
+void
+tfa_shim_foreach_record(void (*fn)(void *arg, const tfa_record_t *rec), void *arg)
+{
+	tfa_ptr_table_foreach(&process_table, fn, arg);
+}
+
+const char *
+tfa_shim_profile_path(void)
+{
+	return profile_path;
+}
+
+bool
+tfa_shim_quiet(void)
+{
+	return opts.quiet;
 }

@@ -80,6 +80,26 @@ struct sigaction;
  */
 int tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldact);
 
+/* ---- for the control API (core/control.c) ---- */
+
+/* Brackets a control call like an allocation: a fatal signal meanwhile waits for its end. */
+void tfa_shim_call_begin(void);
+void tfa_shim_call_end(void);
+
+struct tfa_allocator_stats_s;
+struct tfa_alloc_info_s;
+struct tfa_record_s;
+/* Statistics of a device code (0: cpu); false for a device the shim does not track. */
+bool tfa_shim_device_stats(unsigned device, struct tfa_allocator_stats_s *out);
+/* A live pointer's record and allocated size; false when the shim did not hand it out. */
+bool tfa_shim_pointer_info(const void *ptr, struct tfa_alloc_info_s *info, uint64_t *allocated);
+/* Calls fn for every live record (each shard of the table held meanwhile: fn takes no lock). */
+void tfa_shim_foreach_record(void (*fn)(void *arg, const struct tfa_record_s *rec), void *arg);
+/* Where the profile was last written ("" before the first). */
+const char *tfa_shim_profile_path(void);
+/* TFALLOC_QUIET. */
+bool tfa_shim_quiet(void);
+
 /* The fork triad of every module, in lock order. */
 void tfa_shim_prefork(void);
 void tfa_shim_postfork_parent(void);

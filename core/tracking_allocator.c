@@ -184,6 +184,14 @@ site_alloc(tfa_tracking_allocator_t *ta, uint32_t stack_id, uint64_t bytes)
 		tfa_sites_alloc(ta->sites, stack_id, bytes);
 }
 
+/* A block recorded without a reservation (no limit can refuse it any more): charged in full. */
+static void
+res_charge_unlimited(uint32_t tag, unsigned device, uint64_t bytes, uint64_t allocated)
+{
+	tfa_res_force_reserve(tag, bytes);
+	tfa_res_charge(tag, device, bytes, allocated);
+}
+
 static void
 site_free(tfa_tracking_allocator_t *ta, uint32_t stack_id, uint64_t bytes)
 {
@@ -221,6 +229,8 @@ account_lost_free(tfa_tracking_allocator_t *ta, const tfa_record_t *old)
 	tfa_tracking_settle(ta, ref.slot);
 	slot_exit(ref);
 	site_free(ta, info.stack_id, info.requested);
+	if (info.tag != 0)
+		tfa_res_uncharge(info.tag, info.device, info.requested, asz);
 	TFA_LOG_ONCE("pointer %p was handed out again while tfalloc held it live: "
 		     "a free bypassed tfalloc (counted as freed)",
 		     (void *)info.ptr);
@@ -348,11 +358,20 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		}
 		reserved = true;
 	}
+	/* The current resource's limit, after the device's (core/resource_mgr.h). */
+	uint32_t tag = internal ? 0 : tfa_tls.tag;
+	if (tfa_unlikely(tag != 0) && !tfa_res_reserve(tag, nbytes)) {
+		if (reserved)
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		return NULL;
+	}
 
 	void *p = tfa_allocator_allocate_raw(b, alignment, nbytes == 0 ? 1 : nbytes, attrs);
 	if (tfa_unlikely(p == NULL || ta->degraded)) {
 		if (reserved)
 			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		if (tag != 0)
+			tfa_res_unreserve(tag, nbytes);
 		return p;
 	}
 	/* The peak moves only for memory the program got. */
@@ -367,7 +386,7 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		.device = ta->device_code,
 		.lg_align = lg_of(alignment),
 		.stack_id = internal ? 0 : attrs->stack_id,
-		.tag = tfa_tls.tag,
+		.tag = tag,
 	};
 	size_t asz = internal ? 0 : tfa_tracking_backend_allocated(b, p, nbytes, alignment);
 	tfa_record_t old;
@@ -387,6 +406,8 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 		slot_exit(ref);
 		if (tfa_likely(r >= 0))
 			site_alloc(ta, info.stack_id, nbytes);
+		if (tag != 0 && r >= 0)
+			tfa_res_charge(tag, ta->device_code, nbytes, asz);
 	}
 	tfa_ptr_table_release(held);
 
@@ -399,6 +420,8 @@ tfa_tracking_allocate_slow(tfa_tracking_allocator_t *ta, size_t alignment, size_
 	/* No memory for the table: stop recording, keep the program going. */
 	if (reserved)
 		__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+	if (tag != 0)
+		tfa_res_unreserve(tag, nbytes);
 	degrade(ta);
 	return p;
 }
@@ -418,6 +441,8 @@ tfa_tracking_record_block(tfa_tracking_allocator_t *ta, const tfa_record_t *rec,
 		tfa_tracking_settle(ta, ref.slot);
 		slot_exit(ref);
 		site_alloc(ta, rec->stack_id, nbytes);
+		if (rec->tag != 0)
+			res_charge_unlimited(rec->tag, (unsigned)(rec->size_meta >> 53) & 31, nbytes, asz);
 	}
 	tfa_ptr_table_release(held);
 	if (tfa_unlikely(r != 0))
@@ -464,6 +489,8 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 			tfa_tracking_settle(ta, ref.slot);
 			slot_exit(ref);
 			site_free(ta, info->stack_id, info->requested);
+			if (info->tag != 0)
+				tfa_res_uncharge(info->tag, info->device, info->requested, asz);
 		}
 	}
 	tfa_ptr_table_release(held);
@@ -533,6 +560,8 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 			slot_ref_t ref = slot_enter(ta);
 			realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, 1);
 			slot_exit(ref);
+			if (info.tag != 0)
+				tfa_res_uncharge(info.tag, info.device, info.requested, old_asz);
 		}
 	}
 	tfa_ptr_table_release(held);
@@ -563,12 +592,24 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		}
 		reserved = true;
 	}
+	/* The current resource's limit, which a block that does not grow always passes. */
+	uint32_t new_tag = internal ? 0 : tfa_tls.tag;
+	if (new_tag != 0 && !tfa_res_reserve(new_tag, nbytes)) {
+		if (nbytes > info.requested) {
+			if (reserved)
+				__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+			goto out_refused;
+		}
+		tfa_res_force_reserve(new_tag, nbytes);
+	}
 
 	void *q = tfa_allocator_reallocate_raw(b, ptr, info.requested == 0 ? 1 : info.requested,
 					       nbytes == 0 ? 1 : nbytes, alignment);
 	if (q == NULL) {
 		if (reserved)
 			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		if (new_tag != 0)
+			tfa_res_unreserve(new_tag, nbytes);
 		goto out_refused;
 	}
 	if (reserved)
@@ -584,7 +625,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 	info.requested = nbytes;
 	if (!internal) {
 		take_id(ta, &info);
-		info.tag = tfa_tls.tag;
+		info.tag = new_tag;
 		info.kind = TFA_KIND_MALLOC;
 		info.stack_id = stack_id;
 	}
@@ -607,6 +648,10 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		site_free(ta, old_stack, old_requested);
 		if (r >= 0)
 			site_alloc(ta, stack_id, nbytes);
+		if (new_tag != 0 && r >= 0)
+			tfa_res_charge(new_tag, ta->device_code, nbytes, new_asz);
+		else if (new_tag != 0)
+			tfa_res_unreserve(new_tag, nbytes);
 	}
 	tfa_ptr_table_release(held);
 
@@ -631,6 +676,8 @@ out_refused:
 		realloc_uncount_old(ta, ref.slot, info.requested, old_asz, direct, -1);
 		tfa_tracking_settle(ta, ref.slot);
 		slot_exit(ref);
+		if (info.tag != 0)
+			tfa_res_undo_uncharge(info.tag, info.device, info.requested, old_asz);
 	}
 	tfa_ptr_table_release(held);
 	*result = TFA_FREE_NOMEM;

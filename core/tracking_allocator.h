@@ -33,6 +33,7 @@
 #include "core/allocator.h"
 #include "core/ptr_table.h"
 #include "core/lock.h"
+#include "core/resource_mgr.h"
 #include "core/sites.h"
 #include "core/thread.h"
 
@@ -275,7 +276,7 @@ tfa_tracking_allocate_fast(tfa_tracking_allocator_t *ta, size_t alignment, size_
 
 	if (tfa_unlikely((__atomic_load_n(&ta->slow, __ATOMIC_RELAXED) != 0) | (trec == NULL)
 			 | (trec == &tfa_orphan_rec) | (nbytes > TFA_REQUESTED_MAX)
-			 | (attrs->kind == TFA_KIND_INTERNAL) | (fast == NULL)))
+			 | (attrs->kind == TFA_KIND_INTERNAL) | (fast == NULL) | (tfa_tls.tag != 0)))
 		return tfa_tracking_allocate_slow(ta, alignment, nbytes, attrs);
 	size_t want = nbytes == 0 ? 1 : nbytes;
 	void *p;
@@ -352,6 +353,8 @@ tfa_tracking_free(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind, tfa_all
 		tfa_tracking_count(ta, s, false, requested, asz);
 		if (rec.stack_id != 0 && ta->sites != NULL)
 			tfa_sites_free(ta->sites, rec.stack_id, requested);
+		if (tfa_unlikely(rec.tag != 0))
+			tfa_res_uncharge(rec.tag, (unsigned)(meta >> 53) & 31, requested, asz);
 	}
 	tfa_ptr_table_release(held);
 

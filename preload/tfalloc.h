@@ -62,7 +62,7 @@ typedef struct tfalloc_resource_handle {
 	char container[TFALLOC_NAME_MAX + 1];
 	char name[TFALLOC_NAME_MAX + 1];
 	char maybe_type_name[TFALLOC_NAME_MAX + 1];
-} tfalloc_resource_handle;
+} tfalloc_resource_handle_t;
 
 /* AllocatorStats, for a device or for what was charged to a resource on a device. */
 typedef struct tfalloc_stats {
@@ -76,24 +76,24 @@ typedef struct tfalloc_stats {
 	uint64_t allocated_bytes_in_use;
 	uint64_t peak_allocated_bytes_in_use;
 	uint64_t total_allocated_bytes;
-} tfalloc_stats;
+} tfalloc_stats_t;
 
 typedef struct tfalloc_resource_info {
-	tfalloc_resource_handle handle;
+	tfalloc_resource_handle_t handle;
 	uint32_t refcount; /* the manager's reference, lookups', scopes' */
 	int deleted;       /* out of its container (its figures remain) */
 	uint64_t memory_used; /* bytes in use now, every device */
 	uint64_t peak_memory_used;
 	uint64_t bytes_limit;
 	char debug_string[TFALLOC_DEBUG_MAX + 1];
-} tfalloc_resource_info;
+} tfalloc_resource_info_t;
 
 /* What a container still held when it was cleaned up. */
 typedef struct tfalloc_cleanup_result {
 	uint64_t blocks; /* live allocations charged to the container's resources */
 	uint64_t bytes;  /* their requested bytes */
 	uint32_t resources; /* resources deleted */
-} tfalloc_cleanup_result;
+} tfalloc_cleanup_result_t;
 
 /* The TrackingAllocator's answers about one live pointer. */
 typedef struct tfalloc_pointer_info {
@@ -102,43 +102,43 @@ typedef struct tfalloc_pointer_info {
 	uint64_t allocation_id;
 	uint32_t resource_id; /* 0: charged to no resource */
 	char device[16];
-} tfalloc_pointer_info;
+} tfalloc_pointer_info_t;
 
 /* TensorFlow's ContainerInfo. */
 typedef struct tfalloc_container_info {
 	char container[TFALLOC_NAME_MAX + 1];
 	char name[TFALLOC_NAME_MAX + 1];
 	int resource_is_private_to_kernel;
-} tfalloc_container_info;
+} tfalloc_container_info_t;
 
 /* What libtfalloc.so exports; later versions only add members at the end. */
 struct tfalloc_api {
 	uint32_t version;
 	uint32_t size; /* sizeof(struct tfalloc_api) of the library */
 	int (*scope_enter)(const char *container, const char *name);
-	int (*scope_enter_handle)(const tfalloc_resource_handle *h);
+	int (*scope_enter_handle)(const tfalloc_resource_handle_t *h);
 	int (*scope_exit)(void);
 	int (*resource_create)(const char *container, const char *type, const char *name,
-			       const char *debug_string, tfalloc_resource_handle *out);
+			       const char *debug_string, tfalloc_resource_handle_t *out);
 	int (*resource_lookup)(const char *container, const char *type, const char *name,
-			       tfalloc_resource_handle *out);
+			       tfalloc_resource_handle_t *out);
 	int (*resource_lookup_or_create)(const char *container, const char *type, const char *name,
-					 const char *debug_string, tfalloc_resource_handle *out,
+					 const char *debug_string, tfalloc_resource_handle_t *out,
 					 int *created);
-	int (*resource_unref)(const tfalloc_resource_handle *h);
+	int (*resource_unref)(const tfalloc_resource_handle_t *h);
 	int (*resource_delete)(const char *container, const char *type, const char *name);
-	int (*resource_delete_handle)(const tfalloc_resource_handle *h);
-	int (*resource_info)(const tfalloc_resource_handle *h, tfalloc_resource_info *out);
-	int (*resource_set_limit)(const tfalloc_resource_handle *h, uint64_t bytes_limit);
-	int (*resource_stats)(const tfalloc_resource_handle *h, const char *device, tfalloc_stats *out);
-	int (*container_cleanup)(const char *container, tfalloc_cleanup_result *out);
+	int (*resource_delete_handle)(const tfalloc_resource_handle_t *h);
+	int (*resource_info)(const tfalloc_resource_handle_t *h, tfalloc_resource_info_t *out);
+	int (*resource_set_limit)(const tfalloc_resource_handle_t *h, uint64_t bytes_limit);
+	int (*resource_stats)(const tfalloc_resource_handle_t *h, const char *device, tfalloc_stats_t *out);
+	int (*container_cleanup)(const char *container, tfalloc_cleanup_result_t *out);
 	int (*clear)(void);
 	int (*container_info)(const char *container_attr, const char *shared_name_attr,
 			      const char *node_name, int use_node_name_as_default,
-			      tfalloc_container_info *out);
-	int (*device_stats)(const char *device, tfalloc_stats *out);
+			      tfalloc_container_info_t *out);
+	int (*device_stats)(const char *device, tfalloc_stats_t *out);
 	int (*dump_profile)(char *path_out, size_t path_size);
-	int (*pointer_info)(const void *ptr, tfalloc_pointer_info *out);
+	int (*pointer_info)(const void *ptr, tfalloc_pointer_info_t *out);
 };
 
 /* ---- the calls ------------------------------------------------------------------------------- */
@@ -164,6 +164,15 @@ tfalloc_api_get(void)
 	return __atomic_load_n(&api, __ATOMIC_RELAXED);
 }
 
+/* Without the shim an output is zeroed, so that code which ignores the result reads zeros. */
+static inline int
+tfalloc_inactive(void *out, size_t size)
+{
+	if (out != NULL)
+		memset(out, 0, size);
+	return TFALLOC_ENOTACTIVE;
+}
+
 /* 1 when the program runs under tfalloc, else 0. */
 static inline int
 tfalloc_active(void)
@@ -185,7 +194,7 @@ tfalloc_scope_enter(const char *container, const char *name)
 
 /* The same for a resource of any type. */
 static inline int
-tfalloc_scope_enter_handle(const tfalloc_resource_handle *h)
+tfalloc_scope_enter_handle(const tfalloc_resource_handle_t *h)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->scope_enter_handle(h) : TFALLOC_ENOTACTIVE;
@@ -202,33 +211,35 @@ tfalloc_scope_exit(void)
 /* A new resource (TFALLOC_EEXIST when the key is taken), owned by the manager. */
 static inline int
 tfalloc_resource_create(const char *container, const char *type, const char *name,
-			const char *debug_string, tfalloc_resource_handle *out)
+			const char *debug_string, tfalloc_resource_handle_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->resource_create(container, type, name, debug_string, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->resource_create(container, type, name, debug_string, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* An existing resource, with a reference for the caller (tfalloc_resource_unref). */
 static inline int
 tfalloc_resource_lookup(const char *container, const char *type, const char *name,
-			tfalloc_resource_handle *out)
+			tfalloc_resource_handle_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->resource_lookup(container, type, name, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->resource_lookup(container, type, name, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* Looks up, or creates; either way with a reference for the caller.  created may be NULL. */
 static inline int
 tfalloc_resource_lookup_or_create(const char *container, const char *type, const char *name,
-				  const char *debug_string, tfalloc_resource_handle *out, int *created)
+				  const char *debug_string, tfalloc_resource_handle_t *out, int *created)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->resource_lookup_or_create(container, type, name, debug_string, out, created)
-		 : TFALLOC_ENOTACTIVE;
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 static inline int
-tfalloc_resource_unref(const tfalloc_resource_handle *h)
+tfalloc_resource_unref(const tfalloc_resource_handle_t *h)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->resource_unref(h) : TFALLOC_ENOTACTIVE;
@@ -243,7 +254,7 @@ tfalloc_resource_delete(const char *container, const char *type, const char *nam
 }
 
 static inline int
-tfalloc_resource_delete_handle(const tfalloc_resource_handle *h)
+tfalloc_resource_delete_handle(const tfalloc_resource_handle_t *h)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->resource_delete_handle(h) : TFALLOC_ENOTACTIVE;
@@ -251,10 +262,11 @@ tfalloc_resource_delete_handle(const tfalloc_resource_handle *h)
 
 /* Refcount, debug string, memory used (bytes in use on every device), limit. */
 static inline int
-tfalloc_resource_info(const tfalloc_resource_handle *h, tfalloc_resource_info *out)
+tfalloc_resource_info(const tfalloc_resource_handle_t *h, tfalloc_resource_info_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->resource_info(h, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->resource_info(h, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /*
@@ -263,7 +275,7 @@ tfalloc_resource_info(const tfalloc_resource_handle *h, tfalloc_resource_info *o
  * std::bad_alloc).  0 removes the limit.
  */
 static inline int
-tfalloc_resource_set_limit(const tfalloc_resource_handle *h, uint64_t bytes_limit)
+tfalloc_resource_set_limit(const tfalloc_resource_handle_t *h, uint64_t bytes_limit)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->resource_set_limit(h, bytes_limit) : TFALLOC_ENOTACTIVE;
@@ -271,10 +283,11 @@ tfalloc_resource_set_limit(const tfalloc_resource_handle *h, uint64_t bytes_limi
 
 /* What was charged to the resource on one device ("cpu", "cuda:0", ...). */
 static inline int
-tfalloc_resource_stats(const tfalloc_resource_handle *h, const char *device, tfalloc_stats *out)
+tfalloc_resource_stats(const tfalloc_resource_handle_t *h, const char *device, tfalloc_stats_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->resource_stats(h, device, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->resource_stats(h, device, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /*
@@ -283,10 +296,11 @@ tfalloc_resource_stats(const tfalloc_resource_handle *h, const char *device, tfa
  * out (may be NULL) receives their count and bytes.
  */
 static inline int
-tfalloc_container_cleanup(const char *container, tfalloc_cleanup_result *out)
+tfalloc_container_cleanup(const char *container, tfalloc_cleanup_result_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->container_cleanup(container, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->container_cleanup(container, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* Deletes every resource of every container. */
@@ -305,20 +319,21 @@ tfalloc_clear(void)
 static inline int
 tfalloc_container_info_init(const char *container_attr, const char *shared_name_attr,
 			    const char *node_name, int use_node_name_as_default,
-			    tfalloc_container_info *out)
+			    tfalloc_container_info_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
 	return a ? a->container_info(container_attr, shared_name_attr, node_name,
 				     use_node_name_as_default, out)
-		 : TFALLOC_ENOTACTIVE;
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* AllocatorStats of a device: "cpu" (and "cuda:0", ... where CUDA is tracked). */
 static inline int
-tfalloc_device_stats(const char *device, tfalloc_stats *out)
+tfalloc_device_stats(const char *device, tfalloc_stats_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->device_stats(device, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->device_stats(device, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* Writes the profile now (a snapshot); path_out (may be NULL) receives its path. */
@@ -331,10 +346,11 @@ tfalloc_dump_profile(char *path_out, size_t path_size)
 
 /* Requested size, allocated size and allocation id of a live pointer tfalloc handed out. */
 static inline int
-tfalloc_pointer_info(const void *ptr, tfalloc_pointer_info *out)
+tfalloc_pointer_info(const void *ptr, tfalloc_pointer_info_t *out)
 {
 	const struct tfalloc_api *a = tfalloc_api_get();
-	return a ? a->pointer_info(ptr, out) : TFALLOC_ENOTACTIVE;
+	return a ? a->pointer_info(ptr, out)
+		 : tfalloc_inactive(out, sizeof(*out));
 }
 
 /* A message for an error code. */
@@ -365,7 +381,7 @@ class scope {
 public:
 	scope(const char *container, const char *name) noexcept
 		: err_(tfalloc_scope_enter(container, name)) {}
-	explicit scope(const tfalloc_resource_handle &h) noexcept : err_(tfalloc_scope_enter_handle(&h)) {}
+	explicit scope(const tfalloc_resource_handle_t &h) noexcept : err_(tfalloc_scope_enter_handle(&h)) {}
 	~scope() { if (err_ == TFALLOC_OK) tfalloc_scope_exit(); }
 	scope(const scope &) = delete;
 	scope &operator=(const scope &) = delete;
