@@ -42,6 +42,7 @@ import collections
 import contextlib
 import ctypes
 import os
+import types
 
 __all__ = [
     "Error", "Resource", "ResourceInfo", "CleanupResult", "PointerInfo", "ContainerInfo",
@@ -211,7 +212,8 @@ def _find_api():
     # Later versions only add members at the end: a smaller table is not ours.
     if api.version != API_VERSION or api.size < ctypes.sizeof(_Api):
         return None
-    return api
+    # The function objects once (reading a member makes a new one each time).
+    return types.SimpleNamespace(**{name: getattr(api, name) for name, _ in _Api._fields_})
 
 
 _api = _find_api()
