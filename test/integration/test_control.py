@@ -87,6 +87,17 @@ def api_case(ctx):
     text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
     T.check("model/layer1 [weights]" in text.out and "cleanup of container req" in text.out,
             "the text report shows resources and cleanups\n" + text.out[:3000])
+    # And the HTML page, drawn by a browser (scripts/setup.sh installs chromium).
+    page = os.path.join(ctx.scratch, "report.html")
+    h = ctx._run([ctx.tool, "report", "--format", "html", "-o", page, r.outdir], ctx.env(), None, 60, "report")
+    T.check(h.returncode == 0, "tfalloc report --format html\n" + h.describe())
+    dom = ctx._run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                    "file://" + page], ctx.env(), None, 90, "chromium")
+    m = re.search(r'id="tfa-resources">(.*?)</table>', dom.out, re.S)
+    T.check(m is not None and "<td>model/layer1</td><td>weights</td>" in m.group(1)
+            and "<td>model/layer1 (deleted)</td><td>grads</td>" in m.group(1)
+            and "req/handler (deleted)" in m.group(1),
+            "the HTML page's resources table\n" + (m.group(1)[:2000] if m else dom.describe()))
 
 
 def scopes_case(ctx):
