@@ -95,7 +95,7 @@ class Error(Exception):
         self.code = code
         self.name = _NAMES.get(code, str(code))
         self.message = strerror(code)
-        self.call = call
+        self.call = str(call)
         super().__init__(code, self.message)
 
     def __str__(self):
@@ -258,8 +258,20 @@ def _text(b):
     return b.decode("utf-8", "replace")
 
 
-def _describe(*args):
-    return ", ".join(repr(a) for a in args)
+class _Call:
+    """What was called, for messages: formatted only when one is needed."""
+
+    __slots__ = ("func", "args")
+
+    def __init__(self, func, *args):
+        self.func = func
+        self.args = args
+
+    def __str__(self):
+        args = ", ".join(hex(a) if self.func == "pointer_info" and isinstance(a, int) else
+                         repr(a) if isinstance(a, (str, bytes, int, type(None), Resource)) else
+                         type(a).__name__ for a in self.args)
+        return "%s(%s)" % (self.func, args)
 
 
 class Resource:
@@ -373,13 +385,13 @@ def scope_enter(container, name=_UNSET):
     Resource, that resource; with a name alone, the default container.
     Prefer `with tfalloc.scope(...)`."""
     if isinstance(container, Resource) and name is _UNSET:
-        call = "scope_enter(%r)" % (container,)
+        call = _Call("scope_enter", container)
         if _api is None:
             return ENOTACTIVE
         return _check(_api.scope_enter_handle(ctypes.byref(container._handle)), call)
     if name is _UNSET:
         container, name = "", container
-    call = "scope_enter(%s)" % _describe(container, name)
+    call = _Call("scope_enter", container, name)
     if _api is None:
         return ENOTACTIVE
     return _check(_api.scope_enter(_name(container, "container", call), _name(name, "name", call)),
@@ -390,7 +402,7 @@ def scope_exit():
     """Restores what was current before the last scope_enter (Error ESCOPE: none)."""
     if _api is None:
         return ENOTACTIVE
-    return _check(_api.scope_exit(), "scope_exit()")
+    return _check(_api.scope_exit(), _Call("scope_exit"))
 
 
 class scope(contextlib.ContextDecorator):
@@ -433,7 +445,7 @@ class scope(contextlib.ContextDecorator):
 
 def create(container, type, name, debug_string=None):
     """A new resource owned by the manager (Error EEXIST when the key is taken)."""
-    call = "create(%s)" % _describe(container, type, name)
+    call = _Call("create", container, type, name)
     r = Resource()
     if _api is not None:
         _check(_api.resource_create(_name(container, "container", call), _name(type, "type", call),
@@ -445,7 +457,7 @@ def create(container, type, name, debug_string=None):
 
 def lookup(container, type, name):
     """An existing resource (Error ENOENT), with a reference for the caller (unref())."""
-    call = "lookup(%s)" % _describe(container, type, name)
+    call = _Call("lookup", container, type, name)
     r = Resource()
     if _api is not None:
         _check(_api.resource_lookup(_name(container, "container", call), _name(type, "type", call),
@@ -456,7 +468,7 @@ def lookup(container, type, name):
 def lookup_or_create(container, type, name, debug_string=None):
     """The resource, made when it does not exist (.created says so); either
     way with a reference for the caller (unref())."""
-    call = "lookup_or_create(%s)" % _describe(container, type, name)
+    call = _Call("lookup_or_create", container, type, name)
     r = Resource()
     if _api is not None:
         created = _int(0)
@@ -470,7 +482,7 @@ def lookup_or_create(container, type, name, debug_string=None):
 
 def unref(resource):
     """Gives back a reference taken by lookup() or lookup_or_create()."""
-    call = "unref(%r)" % (resource,)
+    call = _Call("unref", resource)
     h = _handle_of(resource, call)
     if _api is None:
         return ENOTACTIVE
@@ -481,12 +493,12 @@ def delete(container, type=None, name=None):
     """Deletes a resource: delete(resource) or delete(container, type, name).
     It leaves its container; its memory stays charged to it and shows in the report."""
     if isinstance(container, Resource) and type is None and name is None:
-        call = "delete(%r)" % (container,)
+        call = _Call("delete", container)
         h = _handle_of(container, call)
         if _api is None:
             return ENOTACTIVE
         return _check(_api.resource_delete_handle(h), call)
-    call = "delete(%s)" % _describe(container, type, name)
+    call = _Call("delete", container, type, name)
     if _api is None:
         return ENOTACTIVE
     return _check(_api.resource_delete(_name(container, "container", call), _name(type, "type", call),
@@ -495,7 +507,7 @@ def delete(container, type=None, name=None):
 
 def info(resource):
     """A ResourceInfo: refcount, deleted, memory_used, peak_memory_used, bytes_limit, debug_string."""
-    call = "info(%r)" % (resource,)
+    call = _Call("info", resource)
     h = _handle_of(resource, call)
     out = _ResourceInfo()
     if _api is not None:
@@ -507,7 +519,7 @@ def info(resource):
 def set_limit(resource, bytes_limit):
     """Allocations charged to the resource that would take its memory used
     past bytes_limit fail as out of memory (MemoryError in Python).  0 removes it."""
-    call = "set_limit(%r, %r)" % (resource, bytes_limit)
+    call = _Call("set_limit", resource, bytes_limit)
     h = _handle_of(resource, call)
     if not isinstance(bytes_limit, int) or isinstance(bytes_limit, bool):
         raise TypeError("%s: bytes_limit must be an int" % call)
@@ -520,7 +532,7 @@ def set_limit(resource, bytes_limit):
 
 def stats(resource, device="cpu"):
     """What was charged to the resource on a device, as a dict of AllocatorStats."""
-    call = "stats(%r, %r)" % (resource, device)
+    call = _Call("stats", resource, device)
     h = _handle_of(resource, call)
     out = _Stats()
     if _api is not None:
@@ -536,7 +548,7 @@ def cleanup(container):
     (blocks, bytes) of the allocations still charged to them (a scoped leak
     check; the shim also reports them on stderr and in the profile).
     Error ENOENT for a container that does not exist."""
-    call = "cleanup(%r)" % (container,)
+    call = _Call("cleanup", container)
     if _api is None:
         return CleanupResult()
     out = _CleanupResult()
@@ -548,14 +560,14 @@ def clear():
     """Deletes every resource of every container."""
     if _api is None:
         return ENOTACTIVE
-    return _check(_api.clear(), "clear()")
+    return _check(_api.clear(), _Call("clear"))
 
 
 def container_info(container_attr, shared_name_attr, node_name, use_node_name_as_default=False):
     """ContainerInfo: container_attr, or the default container when it is "";
     shared_name_attr when not "" (it may not start with '_'), else node_name
     when use_node_name_as_default, else a name private to this process."""
-    call = "container_info(%s)" % _describe(container_attr, shared_name_attr, node_name)
+    call = _Call("container_info", container_attr, shared_name_attr, node_name)
     out = _ContainerInfo()
     if _api is not None:
         _check(_api.container_info(_name(container_attr, "container_attr", call),
@@ -568,7 +580,7 @@ def container_info(container_attr, shared_name_attr, node_name, use_node_name_as
 
 def device_stats(device="cpu"):
     """AllocatorStats of a device ("cpu"), as a dict."""
-    call = "device_stats(%r)" % (device,)
+    call = _Call("device_stats", device)
     out = _Stats()
     if _api is not None:
         _check(_api.device_stats(_name(device, "device", call), ctypes.byref(out)), call)
@@ -580,7 +592,7 @@ def dump_profile():
     if _api is None:
         return None
     buf = ctypes.create_string_buffer(4096)
-    _check(_api.dump_profile(buf, len(buf)), "dump_profile()")
+    _check(_api.dump_profile(buf, len(buf)), _Call("dump_profile"))
     return os.fsdecode(buf.value)
 
 
@@ -616,7 +628,7 @@ def pointer_info(addr):
     """Requested size, allocated size, allocation id and resource of a live
     block tfalloc handed out (Error ENOENT for any other address).  addr: an
     int, a ctypes object, or a writable buffer such as a bytearray (its data)."""
-    call = "pointer_info(%s)" % (hex(addr) if isinstance(addr, int) else type(addr).__name__)
+    call = _Call("pointer_info", addr)
     a = _address(addr, call)
     out = _PointerInfo()
     if _api is not None:
