@@ -943,6 +943,7 @@ START_TEST(test_threads_limit_exact)
 	pthread_t th[MT_THREADS - 1];
 	uint64_t refused = 0;
 
+	lim_stop = lim_started = 0; /* without CK_FORK too */
 	lim_tag = create("c", "T", "limited");
 	ck_assert_int_eq(tfa_res_set_limit(lim_tag, 100), TFA_RES_OK);
 	for (uintptr_t t = 0; t < MT_THREADS - 1; t++)
