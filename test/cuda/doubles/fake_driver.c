@@ -1021,6 +1021,13 @@ fc_free(uintptr_t a, unsigned kinds, int *kind_out, int *dev_out, size_t *size_o
 		fc_used[dev] -= size;
 	b->kind = K_TOMB;
 	fc_table_live--;
+	/* Tombstones followed by an empty slot end no probe chain: empty them. */
+	unsigned i = (unsigned)(b - fc_table);
+	while (fc_table[(i + 1) & (FC_TABLE_SIZE - 1)].kind == K_FREE &&
+	       fc_table[i].kind == K_TOMB) {
+		fc_table[i].kind = K_FREE;
+		i = (i - 1) & (FC_TABLE_SIZE - 1);
+	}
 	pthread_mutex_unlock(&fc_lock);
 	munmap((void *)a, msz);
 	*kind_out = kind;
