@@ -10,7 +10,14 @@ allocation and free the driver made, with size and device), a few absolute
 figures, and what the log says was looked up and called.
 
 Usage: test_doubles.py --bin DIR --lib DIR --stubs 0|1 --nvcc 0|1 --case NAME
+                       [--preload LIB]
 Exit 0: pass, 1: fail, 77: skipped (CTest SKIP_RETURN_CODE).
+
+--preload LIB runs the programs with LD_PRELOAD=LIB (the shim; its profiles go
+to a temporary directory) and checks that they still behave: same outputs,
+ledgers equal to the driver's log.  What the preload is expected to change is
+then not checked: the identity of cuGetProcAddress's answers (resolver
+cases) and ld.so's bindings into libcuda.so.1.
 """
 import argparse
 import copy
@@ -59,6 +66,10 @@ def run(prog, args=(), env=None, rc=0, tag=None, ld_debug=False):
     e["FAKECUDA_LOG"] = log
     if ld_debug:
         e["LD_DEBUG"] = "bindings"
+    if ARGS.preload:
+        e["LD_PRELOAD"] = ARGS.preload
+        e["TFALLOC_OUTPUT"] = os.path.join(TMP, "profiles")
+        e["TFALLOC_QUIET"] = "1"
     e.update(env or {})
     p = subprocess.run([path] + list(args), env=e, capture_output=True, text=True, timeout=90)
     lines = open(log).read().splitlines() if os.path.exists(log) else []
@@ -289,6 +300,8 @@ def case_runtime(ptds=False):
     expect_log(lines, r"cudart __cudaLaunchKernel%s fn=.* -> 0 \(not run\)" % suffix, 1)
     check(not grep(lines, "UNIMPLEMENTED"), "an unimplemented driver call")
     # ld.so's view: the only driver symbol looked up by name is cuGetProcAddress_v2.
+    if ARGS.preload:
+        return
     _, _, err = run(prog, tag=prog + ".bindings", ld_debug=True)
     check(driver_bindings(err) == ["cuGetProcAddress_v2"],
           "bindings into libcuda.so.1: %s" % driver_bindings(err))
@@ -334,7 +347,7 @@ def case_static(no_export_table=False):
     else:
         expect_log(lines, r"\] cuGetExportTable id=6bd5fb6c5bf4e74a8987d93912fd9df9 -> 500")
     check(not grep(lines, r"\] cuMem\w* bytesize="), "the static runtime allocated")
-    if not no_export_table:
+    if not no_export_table and not ARGS.preload:
         _, _, err = run("tc_static", tag="tc_static.bindings", ld_debug=True)
         check(driver_bindings(err) == ["cuGetProcAddress_v2"],
               "bindings into libcuda.so.1: %s" % driver_bindings(err))
@@ -486,6 +499,8 @@ def case_resolver(mode=None):
     def identity(name, exported):
         if exported is None:
             return "null"
+        if ARGS.preload:
+            return r"\S+"
         applies = name != "cuGetProcAddress" if mode != "null" else name in (
             "cuMemAllocAsync", "cuMemCreate")
         if not mode or not applies:
@@ -609,6 +624,16 @@ def case_exports():
               "%s@@libcudart.so.13 not exported" % name)
 
 
+def case_bind_now():
+    """Every program loads with LD_BIND_NOW=1: the doubles define all they are asked for."""
+    progs = ["tc_driver", "tc_dlsym", "tc_entry_point", "tc_threads", "tc_fork", "tc_resolver"]
+    if ARGS.nvcc == "1":
+        progs += ["tc_runtime", "tc_runtime_ptds", "tc_static"]
+    for prog in progs:
+        out, _, _ = run(prog, env={"LD_BIND_NOW": "1"}, tag=prog + ".bind_now")
+        check(out.rstrip().endswith("DONE"), prog + ": no DONE")
+
+
 def case_gpu():
     """A real GPU: /dev/nvidia0 and a real libcuda.so.1 with a device.  Otherwise SKIP."""
     if not os.path.exists("/dev/nvidia0"):
@@ -669,6 +694,7 @@ CASES = {
     "resolver_null": lambda: case_resolver("null"),
     "env_devices": case_env_devices,
     "exports": case_exports,
+    "bind_now": case_bind_now,
     "gpu": case_gpu,
 }
 
@@ -682,6 +708,7 @@ def main():
     ap.add_argument("--nvcc", default="0")
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--keep", action="store_true", help="keep the logs (printed path)")
+    ap.add_argument("--preload", default="", help="run the programs with LD_PRELOAD=this")
     ARGS = ap.parse_args()
     TMP = tempfile.mkdtemp(prefix="tc_%s." % ARGS.case)
     try:
