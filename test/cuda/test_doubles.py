@@ -569,6 +569,24 @@ print(n.value, total.value, free.value, a, b, free2.value)
           "devices/memory: %r" % p.stdout)
 
 
+def case_runtime_missing():
+    # A driver function the runtime double did not get: the calls needing it fail with 36.
+    code = r"""
+import ctypes
+rt = ctypes.CDLL("libcudart.so.13")
+p = ctypes.c_void_p()
+print(rt.cudaSetDevice(0), rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(100)),
+      rt.cudaMallocHost(ctypes.byref(p), ctypes.c_size_t(100)))
+"""
+    for names, want in [("cuMemAlloc", ["0", "36", "0"]), ("cuCtxGetCurrent", ["36", "36", "36"])]:
+        e = clean_env()
+        e.update(LD_LIBRARY_PATH=ARGS.lib, FAKECUDA_GPA_MODE="null", FAKECUDA_GPA_NAMES=names)
+        p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 0, "ctypes check failed: " + p.stderr)
+        check(p.stdout.split() == want, "without %s: %r, expected %s" % (names, p.stdout, want))
+
+
 def readelf(args, path):
     return subprocess.run(["readelf"] + args + [path], capture_output=True, text=True,
                           check=True).stdout
@@ -693,6 +711,7 @@ CASES = {
     "resolver_foreign": lambda: case_resolver("foreign"),
     "resolver_null": lambda: case_resolver("null"),
     "env_devices": case_env_devices,
+    "runtime_missing": case_runtime_missing,
     "exports": case_exports,
     "bind_now": case_bind_now,
     "gpu": case_gpu,
