@@ -445,6 +445,21 @@ def case_oom():
     run("tc_oom", rc=2, tag="tc_oom_unset")
 
 
+def case_untracked():
+    env = {"FAKECUDA_GPA_MODE": "anonymous", "FAKECUDA_GPA_NAMES": "cuMemAlloc,cuMemAllocAsync"}
+    out, lines, _ = run("tc_untracked", env=env)
+    for want in ["untracked free cuMemFree_v2 -> 0", "untracked free cuMemFreeAsync -> 0", "DONE"]:
+        check(want in out.splitlines(), "missing %r" % want)
+    led = ledgers(out)
+    check(all(v == [0, 0] for f in led.values() for v in f.values()), "the ledger is all zeros")
+    expect_log(lines, r"\] cuGetProcAddress_v2 symbol=cuMemAlloc cudaVersion=3020 .* "
+               r"pfn=anonymous ", 1)
+    expect_log(lines, r"\] cuMemFree_v2 dptr=0x[0-9a-f]+ -> 0 size=1048576 dev=0", 1)
+    expect_log(lines, r"\] cuMemFreeAsync dptr=0x[0-9a-f]+ stream=\(nil\) -> 0 size=4096 dev=1", 1)
+    expect_log(lines, r"\] cuMemFree_v2 dptr=0x[0-9a-f]+ -> 1 ", 1)
+    run("tc_untracked", rc=2, tag="tc_untracked_unset")
+
+
 # The resolver: expected identity of each request against the doubles alone.
 RESOLVE = [
     ("", 0, 0, 500, 1, None),
@@ -708,6 +723,7 @@ CASES = {
     "fork": lambda: case_fork("exit"),
     "fork_exit": lambda: case_fork("_exit"),
     "oom": case_oom,
+    "untracked": case_untracked,
     "resolver": lambda: case_resolver(None),
     "resolver_anonymous": lambda: case_resolver("anonymous"),
     "resolver_alias": lambda: case_resolver("alias"),
