@@ -352,7 +352,12 @@ sample_slow(int64_t left)
 static TFA_ALWAYS_INLINE uint32_t
 stack_for(size_t nbytes)
 {
-	if (tfa_likely(stacks.mode == TFA_STACKS_NONE) || tfa_unlikely(tfa_guard_active()))
+	if (tfa_likely(stacks.mode == TFA_STACKS_NONE)) {
+		/* No sampling: the fast path's countdown never runs out (fast_unsampled). */
+		tfa_tls.sample_left = INT64_MAX;
+		return 0;
+	}
+	if (tfa_unlikely(tfa_guard_active()))
 		return 0;
 	if (stacks.sample_bytes != 0) {
 		int64_t left = tfa_tls.sample_left - (int64_t)TFA_MIN(nbytes, (size_t)INT64_MAX / 2);
@@ -368,16 +373,18 @@ stack_for(size_t nbytes)
 
 /*
  * The process tracker's fast path: the calls of a registered thread, outside
- * the guard, with the private jemalloc as backend, no stacks, no limit, small
- * requests at the default alignment (cpu_tracker.fast says the process-wide
- * part).  Everything is known here: jemalloc is called directly, the
- * allocated size comes from its table, the record's metadata is a constant
- * but for the size and the kind, and the statistics go straight to the
- * thread's slot of the process tracker (TFA_SLOT_PROCESS).  What this path
- * cannot do (make room in the table, a stale or missing record, a mismatched
- * or aligned block) goes to the general path, which does the same things in
- * the same order; so do the slow path's results: exact counts, the peak exact
- * with a single thread, the table and the counts changed in one section.
+ * the guard, with the private jemalloc as backend, no stacks (or sampled
+ * stacks between two samples), no limit, small requests at the default
+ * alignment (cpu_tracker.fast says the process-wide part).  Everything is
+ * known here: jemalloc is called directly, the allocated size comes from its
+ * table, the record's metadata is a constant but for the size and the kind,
+ * and the statistics go straight to the thread's slot of the process tracker
+ * (TFA_SLOT_PROCESS).  What this path cannot do (make room in the table, a
+ * stale or missing record, a mismatched or aligned block, a block with a
+ * stack, an allocation that is sampled) goes to the general path, which does
+ * the same things in the same order; so do the slow path's results: exact
+ * counts, the peak exact with a single thread, the table and the counts
+ * changed in one section.
  */
 
 /* The record's bits 47 and up (backend, kind, device 0, lg_align 0) of a fast block. */
@@ -388,10 +395,26 @@ fast_meta_hi(uint8_t kind)
 }
 
 /*
- * Moves bytes in use by the change of one block (grew: made, else freed).
- * The fast path's copy of tfa_tracking_settle_after, without its sites
- * (the fast path serves no stacks) and without a pending balance when the
- * process has one thread.  [hot path]
+ * One thread, bytes in use going from before to now: when that leaves a new
+ * peak, the peak's breakdown by site (sampled stacks) is the sites' figures
+ * now, as tfa_tracking_settle_after takes it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+fast_leaving(int64_t before, int64_t now)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+
+	if (tfa_unlikely(before == __atomic_load_n(&ta->peak, __ATOMIC_RELAXED)) && now < before
+	    && ta->sites != NULL && before > __atomic_load_n(&ta->sites->snapshot_bytes, __ATOMIC_RELAXED))
+		tfa_sites_snapshot(ta->sites, before);
+}
+
+/*
+ * Moves bytes in use by the change of one block (grew: made, else freed; a
+ * change that is part of a larger one says grew, and the caller calls
+ * fast_leaving for the whole).  The fast path's copy of
+ * tfa_tracking_settle_after, without a pending balance when the process has
+ * one thread.  [hot path]
  */
 static TFA_ALWAYS_INLINE void
 fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bool grew)
@@ -400,7 +423,10 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 
 	if (single) {
 		/* One thread: published at once (its pending figures are 0), the peak exact. */
-		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + bytes;
+		int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+		int64_t now = before + bytes;
+		if (!grew)
+			fast_leaving(before, now);
 		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + allocated;
 		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
 		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
@@ -459,6 +485,24 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	tfa_tracking_record_block(ta, &rec, asz);
 }
 
+/*
+ * Sampled stacks (TFALLOC_SAMPLE_BYTES): false when an allocation of nbytes
+ * reaches the thread's next sample point, which the general path then takes
+ * (stack_for captures its stack); otherwise counts it against the interval,
+ * as stack_for does.  Without stacks the countdown starts at INT64_MAX
+ * (stack_for) and never runs out.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+fast_unsampled(size_t nbytes)
+{
+	int64_t left = tfa_tls.sample_left - (int64_t)nbytes;
+
+	if (tfa_unlikely(left <= 0))
+		return false;
+	tfa_tls.sample_left = left;
+	return true;
+}
+
 static TFA_ALWAYS_INLINE void *
 fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
 {
@@ -489,6 +533,9 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	uint64_t meta = held.shard->slots[i].size_meta;
 	size_t requested = meta & TFA_REQUESTED_MAX;
 	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX))
+		goto not_served;
+	/* A sampled block: its site's figures change too. */
+	if (tfa_unlikely(held.shard->slots[i].stack_id != 0))
 		goto not_served;
 	if (single || held.mode == TFA_PTR_EXCLUSIVE)
 		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
@@ -567,7 +614,7 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
-	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX)) {
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(fast_unsampled(nbytes))) {
 		void *p = fast_alloc(trec, nbytes, kind, zero);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
@@ -632,6 +679,9 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	size_t old = old_meta & TFA_REQUESTED_MAX;
 	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX))
 		goto not_served;
+	/* A sampled old block, or a new one to sample (the last check: served from here on). */
+	if (tfa_unlikely(sh->slots[i].stack_id != 0) || tfa_unlikely(!fast_unsampled(nbytes)))
+		goto not_served;
 	void *q = tfa_je_rallocx(p, nbytes, 0);
 	if (tfa_unlikely(q == NULL)) {
 		/* Refused: the old block and its record are intact. */
@@ -647,9 +697,11 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = tfa_tls.tag;
 
-	/* The old block's free. */
+	/* The old block's free: one change with the new block's allocation, as the general path counts it. */
+	int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+	fast_leaving(before, before - (int64_t)old + (int64_t)nbytes);
 	s->num_frees++;
-	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, false);
+	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, true);
 	s->num_reallocs++;
 	if (tfa_likely(q == p)) {
 		tfa_record_t *slot = &sh->slots[i];
@@ -929,10 +981,10 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
-	/* The fast path knows one backend and keeps no stacks. */
+	/* The fast path knows one backend and captures no stacks (it leaves sampled ones to the general path). */
 	tfa_tracking_allocator_set_fast(&cpu_tracker,
 					tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
-						&& stacks.mode == TFA_STACKS_NONE);
+						&& (stacks.mode == TFA_STACKS_NONE || stacks.sample_bytes != 0));
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
