@@ -607,7 +607,12 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	return p;
 }
 
-void *
+/*
+ * Inlined into the entry points of preload/ (the build uses link-time
+ * optimisation): their constant alignment, kind and zero fill fold the tests
+ * and the record's metadata, and no call is made on the fast path.
+ */
+TFA_ALWAYS_INLINE void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
@@ -640,7 +645,8 @@ shim_free_general(void *ptr, uint8_t kind)
 	errno = saved_errno;
 }
 
-void
+/* Inlined into the entry points, as tfa_shim_alloc. */
+TFA_ALWAYS_INLINE void
 tfa_shim_free(void *ptr, uint8_t kind)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
