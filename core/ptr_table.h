@@ -447,6 +447,45 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 /* ---- the process tracker's fast path (core/shim.c) ------------------------------------------ */
 
 /*
+ * tfa_ptr_table_hold for the fast path of a registered thread while the
+ * process has threads: the caller knows the thread's own record r (never the
+ * orphan) and that __libc_single_threaded is false, so only the announcement
+ * is left.  [hot path]
+ */
+static TFA_ALWAYS_INLINE tfa_ptr_held_t
+tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
+{
+	/* The slow paths work on a copy: h itself stays in registers. */
+	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .mode = TFA_PTR_EXCLUSIVE }, slow;
+	uint32_t d = tfa_tls.table_depth;
+
+	if (tfa_unlikely(tfa_tls.holds_all_locks))
+		return h;
+	if (tfa_unlikely(d >= TFA_ANNOUNCE_DEPTH)) {
+		slow = h;
+		tfa_ptr_hold_locked(&slow);
+		return slow;
+	}
+	tfa_tls.table_depth = d + 1;
+	h.mode = TFA_PTR_ANNOUNCED;
+	h.rec = r;
+	h.depth = (uint8_t)d;
+	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
+		/* The closer of a gate issues the barrier between this store and the load below. */
+		__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} else {
+		(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
+	}
+	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0)) {
+		slow = h;
+		tfa_ptr_hold_gated(&slow);
+		return slow;
+	}
+	return h;
+}
+
+/*
  * Inserts the record of ptr into its shard s, held by the caller (concurrent:
  * announced or locked; otherwise exclusive), when that needs neither room nor
  * the replacement of a stale record.  Returns false, having changed nothing,

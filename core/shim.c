@@ -468,7 +468,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = tfa_tls.tag;
@@ -526,7 +526,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
 	if (tfa_unlikely(i < 0))
 		goto not_served;
