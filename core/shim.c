@@ -353,8 +353,13 @@ static TFA_ALWAYS_INLINE uint32_t
 stack_for(size_t nbytes)
 {
 	if (tfa_likely(stacks.mode == TFA_STACKS_NONE)) {
-		/* No sampling: the fast path's countdown never runs out (fast_unsampled). */
-		tfa_tls.sample_left = INT64_MAX;
+		/*
+		 * No stacks, for good once the shim is ready (before, init may
+		 * still choose some): the fast path's countdown never runs out
+		 * (fast_unsampled).
+		 */
+		if (tfa_shim_state() == TFA_SHIM_READY)
+			tfa_tls.sample_left = INT64_MAX;
 		return 0;
 	}
 	if (tfa_unlikely(tfa_guard_active()))
