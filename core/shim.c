@@ -378,18 +378,18 @@ stack_for(size_t nbytes)
 
 /*
  * The process tracker's fast path: the calls of a registered thread, outside
- * the guard, with the private jemalloc as backend, no stacks (or sampled
- * stacks between two samples), no limit, small requests at the default
- * alignment (cpu_tracker.fast says the process-wide part).  Everything is
- * known here: jemalloc is called directly, the allocated size comes from its
- * table, the record's metadata is a constant but for the size and the kind,
- * and the statistics go straight to the thread's slot of the process tracker
- * (TFA_SLOT_PROCESS).  What this path cannot do (make room in the table, a
- * stale or missing record, a mismatched or aligned block, a block with a
- * stack, an allocation that is sampled) goes to the general path, which does
- * the same things in the same order; so do the slow path's results: exact
- * counts, the peak exact with a single thread, the table and the counts
- * changed in one section.
+ * the guard, with the private jemalloc as backend, no limit, small requests
+ * at the default alignment (cpu_tracker.fast says the process-wide part).
+ * Everything is known here: jemalloc is called directly, the allocated size
+ * comes from its table, the record's metadata is a constant but for the size
+ * and the kind, and the statistics go straight to the thread's slot of the
+ * process tracker (TFA_SLOT_PROCESS); a stack, when one is captured (every
+ * allocation, or a sample), goes to its site as on the general path.  What
+ * this path cannot do (make room in the table, a stale or missing record, a
+ * mismatched or aligned block, a realloc with a stack) goes to the general
+ * path, which does the same things in the same order; so do the slow path's
+ * results: exact counts, the peak exact with a single thread, the table and
+ * the counts changed in one section.
  */
 
 /* The record's bits 47 and up (backend, kind, device 0, lg_align 0) of a fast block. */
@@ -462,9 +462,13 @@ fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
 	fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
 }
 
-/* Records the block p of nbytes made by jemalloc.  single: the process has one thread.  [hot path] */
+/*
+ * Records the block p of nbytes made by jemalloc, with its stack (0: none).
+ * single: the process has one thread.  [hot path]
+ */
 static TFA_ALWAYS_INLINE void
-fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, bool single)
+fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, uint32_t stack_id,
+	    bool single)
 {
 	tfa_tracking_allocator_t *ta = &cpu_tracker;
 	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
@@ -477,25 +481,29 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = tfa_tls.tag;
-	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
+	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, stack_id, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
 		fast_count_alloc(s, nbytes, asz, single);
+		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
+			tfa_sites_alloc(ta->sites, stack_id, nbytes);
 		if (!single)
 			tfa_ptr_table_release(held);
 		return;
 	}
 	if (!single)
 		tfa_ptr_table_release(held);
-	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .stack_id = stack_id,
+			     .tag = tag };
 	tfa_tracking_record_block(ta, &rec, asz);
 }
 
 /*
  * Sampled stacks (TFALLOC_SAMPLE_BYTES): false when an allocation of nbytes
- * reaches the thread's next sample point, which the general path then takes
- * (stack_for captures its stack); otherwise counts it against the interval,
- * as stack_for does.  Without stacks the countdown starts at INT64_MAX
- * (stack_for) and never runs out.  [hot path]
+ * reaches the thread's next sample point: stack_for then decides, as on the
+ * general path, and captures its stack; otherwise counts it against the
+ * interval, as stack_for does.  Without stacks the countdown starts at
+ * INT64_MAX (stack_for) and never runs out; with a stack for every
+ * allocation it stays at 0 and always runs out.  [hot path]
  */
 static TFA_ALWAYS_INLINE bool
 fast_unsampled(size_t nbytes)
@@ -508,20 +516,32 @@ fast_unsampled(size_t nbytes)
 	return true;
 }
 
+/* sampled: fast_unsampled said no, the stack is stack_for's to decide.  [hot path] */
 static TFA_ALWAYS_INLINE void *
-fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero, bool sampled)
 {
+	uint32_t stack_id = 0;
+
 	shim_enter();
+	if (tfa_unlikely(sampled))
+		stack_id = stack_for(nbytes);
 	/* jemalloc serves malloc(0) as malloc(1). */
 	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
 	if (tfa_likely(p != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
-			fast_record(trec, (uintptr_t)p, nbytes, kind, true);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, true);
 		else
-			fast_record(trec, (uintptr_t)p, nbytes, kind, false);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, false);
 	}
 	shim_exit();
 	return p;
+}
+
+/* fast_alloc with a stack to decide, out of line: the common case keeps its stack id a constant 0. */
+static TFA_NOINLINE void *
+fast_alloc_sampled(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+{
+	return fast_alloc(trec, nbytes, kind, zero, true);
 }
 
 /* false: not served (nothing changed), the general path must.  [hot path] */
@@ -539,9 +559,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	size_t requested = meta & TFA_REQUESTED_MAX;
 	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX))
 		goto not_served;
-	/* A sampled block: its site's figures change too. */
-	if (tfa_unlikely(held.shard->slots[i].stack_id != 0))
-		goto not_served;
+	uint32_t stack_id = held.shard->slots[i].stack_id;
 	if (single || held.mode == TFA_PTR_EXCLUSIVE)
 		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
 	else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr)))
@@ -549,7 +567,10 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	size_t asz = tfa_jemalloc_usable[(requested + 7) >> 3];
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	s->num_frees++;
+	/* Counted first: leaving the peak snapshots the sites before one changes. */
 	fast_count(s, -(int64_t)requested, -(int64_t)asz, single, false);
+	if (tfa_unlikely(stack_id != 0) && cpu_tracker.sites != NULL)
+		tfa_sites_free(cpu_tracker.sites, stack_id, requested);
 	if (!single)
 		tfa_ptr_table_release(held);
 	*requested_out = requested;
@@ -624,8 +645,9 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
-	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(fast_unsampled(nbytes))) {
-		void *p = fast_alloc(trec, nbytes, kind, zero);
+	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX)) {
+		void *p = tfa_likely(fast_unsampled(nbytes)) ? fast_alloc(trec, nbytes, kind, zero, false)
+							     : fast_alloc_sampled(trec, nbytes, kind, zero);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
 			shim_tick();
@@ -992,10 +1014,8 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
-	/* The fast path knows one backend and captures no stacks (it leaves sampled ones to the general path). */
-	tfa_tracking_allocator_set_fast(&cpu_tracker,
-					tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
-						&& (stacks.mode == TFA_STACKS_NONE || stacks.sample_bytes != 0));
+	/* The fast path knows one backend. */
+	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped));
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
