@@ -691,6 +691,8 @@ SKIP_WHY = {
                                   "on test/bench/tiny.cpp",
     ("python3", "memcheck", "quick"): "skipped in --quick: python3 starts in ~5 s under memcheck "
                                       "(python3-malloc is measured)",
+    ("sqlite3", "memcheck", "quick"): "skipped in --quick (2 to 3 s); measured in a full run",
+    ("git", "memcheck", "quick"): "skipped in --quick (2 to 4 s); measured in a full run",
 }
 # (workload, mode): measured and shown, but not the same work, so left out of the summary.
 NOT_COMPARABLE = {
