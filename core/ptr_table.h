@@ -9,7 +9,7 @@
  *            pointer, the kind of call that made it, the device, log2 of the
  *            alignment asked for.
  *   shard    the table is split into TFA_PTR_SHARDS open-addressing hash
- *            tables with linear probing, chosen by the pointer's 64 KiB region.
+ *            tables with linear probing, chosen by the pointer's 512 KiB region.
  *   tombstone a removed record's slot until the next rebuild: a free costs one
  *            probe run and one store, and concurrent probes stay valid.
  *   rebuild  a shard's tombstones purged in place, or the shard doubled: the
@@ -218,12 +218,15 @@ tfa_ptr_home(uintptr_t p, uint32_t lg_cap)
 }
 
 /*
- * The shard comes from the pointer's 64 KiB region, not from the pointer:
- * blocks made or freed one after the other usually lie close together, so
- * consecutive operations probe one small shard table that stays in cache
- * (on a 500,000-block tree, 25% faster than 1 MiB regions over 32 shards);
- * and both jemalloc and glibc give each thread its own arena, so a thread's
- * operations mostly touch slots no other core writes.
+ * The shard comes from the pointer's 512 KiB region (p >> 16, and
+ * tfa_ptr_hash drops 3 more bits), not from the pointer: blocks made or freed
+ * one after the other usually lie close together, so consecutive operations
+ * probe one small shard table that stays in cache (on a 500,000-block tree,
+ * 25% faster than the 8 MiB regions over 32 shards before); and both jemalloc
+ * and glibc give each thread its own arena, so a thread's operations mostly
+ * touch slots no other core writes.  64 KiB regions (p >> 13 here) measured
+ * the same under callgrind on trees 15: the same instructions, 0.6% more L1
+ * and 12% fewer last-level data misses (of 0.2 M for 3.7 M pairs).
  */
 static TFA_ALWAYS_INLINE tfa_ptr_shard_t *
 tfa_ptr_shard_of(tfa_ptr_table_t *t, uintptr_t p)
