@@ -353,7 +353,17 @@ sample_slow(int64_t left)
 static TFA_ALWAYS_INLINE uint32_t
 stack_for(size_t nbytes)
 {
-	if (tfa_likely(stacks.mode == TFA_STACKS_NONE) || tfa_unlikely(tfa_guard_active()))
+	if (tfa_likely(stacks.mode == TFA_STACKS_NONE)) {
+		/*
+		 * No stacks, for good once the shim is ready (before, init may
+		 * still choose some): the fast path's countdown never runs out
+		 * (fast_unsampled).
+		 */
+		if (tfa_shim_state() == TFA_SHIM_READY)
+			tfa_tls.sample_left = INT64_MAX;
+		return 0;
+	}
+	if (tfa_unlikely(tfa_guard_active()))
 		return 0;
 	if (stacks.sample_bytes != 0) {
 		int64_t left = tfa_tls.sample_left - (int64_t)TFA_MIN(nbytes, (size_t)INT64_MAX / 2);
@@ -369,16 +379,18 @@ stack_for(size_t nbytes)
 
 /*
  * The process tracker's fast path: the calls of a registered thread, outside
- * the guard, with the private jemalloc as backend, no stacks, no limit, small
- * requests at the default alignment (cpu_tracker.fast says the process-wide
- * part).  Everything is known here: jemalloc is called directly, the
- * allocated size comes from its table, the record's metadata is a constant
- * but for the size and the kind, and the statistics go straight to the
- * thread's slot of the process tracker (TFA_SLOT_PROCESS).  What this path
- * cannot do (make room in the table, a stale or missing record, a mismatched
- * or aligned block) goes to the general path, which does the same things in
- * the same order; so do the slow path's results: exact counts, the peak exact
- * with a single thread, the table and the counts changed in one section.
+ * the guard, with the private jemalloc as backend, no limit, small requests
+ * at the default alignment (cpu_tracker.fast says the process-wide part).
+ * Everything is known here: jemalloc is called directly, the allocated size
+ * comes from its table, the record's metadata is a constant but for the size
+ * and the kind, and the statistics go straight to the thread's slot of the
+ * process tracker (TFA_SLOT_PROCESS); a stack, when one is captured (every
+ * allocation, or a sample), goes to its site as on the general path.  What
+ * this path cannot do (make room in the table, a stale or missing record, a
+ * mismatched or aligned block, a realloc with a stack) goes to the general
+ * path, which does the same things in the same order; so do the slow path's
+ * results: exact counts, the peak exact with a single thread, the table and
+ * the counts changed in one section.
  */
 
 /* The record's bits 47 and up (backend, kind, device 0, lg_align 0) of a fast block. */
@@ -389,10 +401,26 @@ fast_meta_hi(uint8_t kind)
 }
 
 /*
- * Moves bytes in use by the change of one block (grew: made, else freed).
- * The fast path's copy of tfa_tracking_settle_after, without its sites
- * (the fast path serves no stacks) and without a pending balance when the
- * process has one thread.  [hot path]
+ * One thread, bytes in use going from before to now: when that leaves a new
+ * peak, the peak's breakdown by site (sampled stacks) is the sites' figures
+ * now, as tfa_tracking_settle_after takes it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+fast_leaving(int64_t before, int64_t now)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+
+	if (tfa_unlikely(before == __atomic_load_n(&ta->peak, __ATOMIC_RELAXED)) && now < before
+	    && ta->sites != NULL && before > __atomic_load_n(&ta->sites->snapshot_bytes, __ATOMIC_RELAXED))
+		tfa_sites_snapshot(ta->sites, before);
+}
+
+/*
+ * Moves bytes in use by the change of one block (grew: made, else freed; a
+ * change that is part of a larger one says grew, and the caller calls
+ * fast_leaving for the whole).  The fast path's copy of
+ * tfa_tracking_settle_after, without a pending balance when the process has
+ * one thread.  [hot path]
  */
 static TFA_ALWAYS_INLINE void
 fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bool grew)
@@ -401,7 +429,10 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 
 	if (single) {
 		/* One thread: published at once (its pending figures are 0), the peak exact. */
-		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + bytes;
+		int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+		int64_t now = before + bytes;
+		if (!grew)
+			fast_leaving(before, now);
 		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + allocated;
 		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
 		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
@@ -432,9 +463,13 @@ fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
 	fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
 }
 
-/* Records the block p of nbytes made by jemalloc.  single: the process has one thread.  [hot path] */
+/*
+ * Records the block p of nbytes made by jemalloc, with its stack (0: none).
+ * single: the process has one thread.  [hot path]
+ */
 static TFA_ALWAYS_INLINE void
-fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, bool single)
+fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, uint32_t stack_id,
+	    bool single)
 {
 	tfa_tracking_allocator_t *ta = &cpu_tracker;
 	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
@@ -443,37 +478,71 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = 0; /* a thread with a current resource takes the general path */
-	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
+	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, stack_id, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
 		fast_count_alloc(s, nbytes, asz, single);
+		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
+			tfa_sites_alloc(ta->sites, stack_id, nbytes);
 		if (!single)
 			tfa_ptr_table_release(held);
 		return;
 	}
 	if (!single)
 		tfa_ptr_table_release(held);
-	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .stack_id = stack_id,
+			     .tag = tag };
 	tfa_tracking_record_block(ta, &rec, asz);
 }
 
-static TFA_ALWAYS_INLINE void *
-fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+/*
+ * Sampled stacks (TFALLOC_SAMPLE_BYTES): false when an allocation of nbytes
+ * reaches the thread's next sample point: stack_for then decides, as on the
+ * general path, and captures its stack; otherwise counts it against the
+ * interval, as stack_for does.  Without stacks the countdown starts at
+ * INT64_MAX (stack_for) and never runs out; with a stack for every
+ * allocation it stays at 0 and always runs out.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+fast_unsampled(size_t nbytes)
 {
+	int64_t left = tfa_tls.sample_left - (int64_t)nbytes;
+
+	if (tfa_unlikely(left <= 0))
+		return false;
+	tfa_tls.sample_left = left;
+	return true;
+}
+
+/* sampled: fast_unsampled said no, the stack is stack_for's to decide.  [hot path] */
+static TFA_ALWAYS_INLINE void *
+fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero, bool sampled)
+{
+	uint32_t stack_id = 0;
+
 	shim_enter();
+	if (tfa_unlikely(sampled))
+		stack_id = stack_for(nbytes);
 	/* jemalloc serves malloc(0) as malloc(1). */
 	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
 	if (tfa_likely(p != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
-			fast_record(trec, (uintptr_t)p, nbytes, kind, true);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, true);
 		else
-			fast_record(trec, (uintptr_t)p, nbytes, kind, false);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, false);
 	}
 	shim_exit();
 	return p;
+}
+
+/* fast_alloc with a stack to decide, out of line: the common case keeps its stack id a constant 0. */
+static TFA_NOINLINE void *
+fast_alloc_sampled(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+{
+	return fast_alloc(trec, nbytes, kind, zero, true);
 }
 
 /* false: not served (nothing changed), the general path must.  [hot path] */
@@ -483,7 +552,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
 	if (tfa_unlikely(i < 0))
 		goto not_served;
@@ -492,6 +561,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX
 			 || held.shard->slots[i].tag != 0))
 		goto not_served;
+	uint32_t stack_id = held.shard->slots[i].stack_id;
 	if (single || held.mode == TFA_PTR_EXCLUSIVE)
 		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
 	else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr)))
@@ -499,7 +569,10 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	size_t asz = tfa_jemalloc_usable[(requested + 7) >> 3];
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	s->num_frees++;
+	/* Counted first: leaving the peak snapshots the sites before one changes. */
 	fast_count(s, -(int64_t)requested, -(int64_t)asz, single, false);
+	if (tfa_unlikely(stack_id != 0) && cpu_tracker.sites != NULL)
+		tfa_sites_free(cpu_tracker.sites, stack_id, requested);
 	if (!single)
 		tfa_ptr_table_release(held);
 	*requested_out = requested;
@@ -564,7 +637,12 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	return p;
 }
 
-void *
+/*
+ * Inlined into the entry points of preload/ (the build uses link-time
+ * optimisation): their constant alignment, kind and zero fill fold the tests
+ * and the record's metadata, and no call is made on the fast path.
+ */
+TFA_ALWAYS_INLINE void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
@@ -572,7 +650,8 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(tfa_tls.tag == 0)) {
-		void *p = fast_alloc(trec, nbytes, kind, zero);
+		void *p = tfa_likely(fast_unsampled(nbytes)) ? fast_alloc(trec, nbytes, kind, zero, false)
+							     : fast_alloc_sampled(trec, nbytes, kind, zero);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
 			shim_tick();
@@ -597,7 +676,8 @@ shim_free_general(void *ptr, uint8_t kind)
 	errno = saved_errno;
 }
 
-void
+/* Inlined into the entry points, as tfa_shim_alloc. */
+TFA_ALWAYS_INLINE void
 tfa_shim_free(void *ptr, uint8_t kind)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
@@ -638,6 +718,9 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX
 			 || (sh->slots[i].tag | tfa_tls.tag) != 0))
 		goto not_served;
+	/* A sampled old block, or a new one to sample (the last check: served from here on). */
+	if (tfa_unlikely(sh->slots[i].stack_id != 0) || tfa_unlikely(!fast_unsampled(nbytes)))
+		goto not_served;
 	void *q = tfa_je_rallocx(p, nbytes, 0);
 	if (tfa_unlikely(q == NULL)) {
 		/* Refused: the old block and its record are intact. */
@@ -653,9 +736,11 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = 0;
 
-	/* The old block's free. */
+	/* The old block's free: one change with the new block's allocation, as the general path counts it. */
+	int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+	fast_leaving(before, before - (int64_t)old + (int64_t)nbytes);
 	s->num_frees++;
-	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, false);
+	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, true);
 	s->num_reallocs++;
 	if (tfa_likely(q == p)) {
 		tfa_record_t *slot = &sh->slots[i];
@@ -936,10 +1021,8 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
-	/* The fast path knows one backend and keeps no stacks. */
-	tfa_tracking_allocator_set_fast(&cpu_tracker,
-					tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
-						&& stacks.mode == TFA_STACKS_NONE);
+	/* The fast path knows one backend. */
+	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped));
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
