@@ -1021,8 +1021,9 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
-	/* The fast path knows one backend. */
-	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped));
+	/* The fast path knows one backend and no resources: with --tag-by thread every allocation has one. */
+	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
+							      && !tfa_control_tag_by_thread);
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
