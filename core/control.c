@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/devices.h"
 #include "core/lock.h"
 #include "core/log.h"
 #include "core/profile_format.h"
@@ -106,17 +107,13 @@ handle_tag(const tfalloc_resource_handle_t *h, uint32_t *tag)
 	return TFALLOC_OK;
 }
 
-/* The device code of a device name: "cpu" only, until devices are tracked. */
+/* The device code of a device name (core/devices.h): cpu, cuda_host, cuda_managed, cuda:N. */
 static int
 device_code(const char *device, unsigned *code)
 {
 	if (device == NULL)
 		return TFALLOC_EINVAL;
-	if (strcmp(device, "cpu") == 0) {
-		*code = 0;
-		return TFALLOC_OK;
-	}
-	return TFALLOC_ENOENT;
+	return tfa_devcode_parse(device, code) == 0 ? TFALLOC_OK : TFALLOC_ENOENT;
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
@@ -586,7 +583,7 @@ api_pointer_info(const void *ptr, tfalloc_pointer_info_t *out)
 	out->allocated_size = allocated;
 	out->allocation_id = info.id;
 	out->resource_id = info.tag;
-	memcpy(out->device, "cpu", 4);
+	tfa_snprintf(out->device, sizeof(out->device), "%s", tfa_devcode_name(info.device));
 	return TFALLOC_OK;
 }
 
@@ -681,7 +678,7 @@ tfa_control_thread_tag(void)
 static const char *
 device_name(unsigned code)
 {
-	return code == 0 ? "cpu" : "unknown";
+	return tfa_devcode_name(code);
 }
 
 void

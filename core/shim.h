@@ -100,6 +100,12 @@ const char *tfa_shim_profile_path(void);
 /* TFALLOC_QUIET. */
 bool tfa_shim_quiet(void);
 
+/*
+ * The stack to record for an allocation of nbytes another API makes
+ * (cuda_hooks/): as for malloc (every one, or a sample); 0: none.
+ */
+uint32_t tfa_shim_stack_for(size_t nbytes);
+
 /* The fork triad of every module, in lock order. */
 void tfa_shim_prefork(void);
 void tfa_shim_postfork_parent(void);
