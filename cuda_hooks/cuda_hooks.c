@@ -117,6 +117,7 @@ enum {
 	H_cuCtxGetDevice,
 	H_cuStreamGetDevice,
 	H_cuStreamGetDevice_ptsz,
+	H_cuPointerGetAttribute,
 	H_COUNT
 };
 
@@ -135,6 +136,7 @@ static const char *const helper_names[H_COUNT] = {
 	"cuCtxGetDevice",
 	"cuStreamGetDevice",
 	"cuStreamGetDevice_ptsz",
+	"cuPointerGetAttribute",
 };
 
 /* Filled below the wrappers (they must be declared first). */
@@ -227,6 +229,40 @@ tfa_cuda_stream_devcode(CUstream stream, bool ptsz)
 	return tfa_cuda_ctx_devcode();
 }
 
+/* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+#define TFA_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+unsigned
+tfa_cuda_pointer_devcode(uintptr_t ptr, unsigned otherwise)
+{
+	(void)find_libcuda(false);
+	CUresult (*get)(void *, int, CUdeviceptr) = (CUresult(*)(void *, int, CUdeviceptr))__atomic_load_n(
+		&helper_fn[H_cuPointerGetAttribute], __ATOMIC_RELAXED);
+	int ordinal = -1;
+
+	if (ptr == 0 || get == NULL || get(&ordinal, TFA_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr) != CUDA_SUCCESS
+	    || ordinal < 0)
+		return otherwise;
+	return tfa_cuda_code_of_ordinal(ordinal);
+}
+
+void
+tfa_cuda_end_on(tfa_cuda_call_t *c, unsigned code, bool ok, uintptr_t ptr, size_t actual, uint8_t kind)
+{
+	if (!c->active || code == c->code || !ok || ptr == 0) {
+		tfa_cuda_end(c, ok, ptr, actual, kind);
+		return;
+	}
+	tfa_tracking_allocator_t *to = tfa_device_tracker(code);
+	if (to == NULL) {
+		tfa_cuda_end(c, ok, ptr, actual, kind);
+		return;
+	}
+	/* The device's reservation moves; the resource's stays (the same bytes). */
+	tfa_tracking_unreserve(tfa_device_tracker(c->code), c->nbytes, 0, c->reserved);
+	tfa_tracking_record_external(to, ptr, c->nbytes, actual, kind, c->stack_id, c->tag, false);
+}
+
 bool
 tfa_cuda_begin(tfa_cuda_call_t *c, unsigned code, size_t nbytes)
 {
@@ -267,6 +303,19 @@ tfa_cuda_forget(uintptr_t ptr)
 	tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used((unsigned)(rec.size_meta >> 53) & 31);
 	if (ta != NULL)
 		(void)tfa_tracking_forget(ta, ptr, NULL);
+}
+
+/*
+ * A VMM handle's key in the device table: the handle shifted left by one.
+ * Keys must be even (odd keys are the table's tombstones) and handles may be
+ * odd; a handle below 2^47 (a driver's heap address) becomes a key in
+ * [2^47, 2^48), which no user-space pointer reaches, so handle keys never
+ * meet device or host pointers.
+ */
+static inline uintptr_t
+handle_key(CUmemGenericAllocationHandle h)
+{
+	return (uintptr_t)h << 1;
 }
 
 /* ---- VMM handles retained again (cuMemRetainAllocationHandle) ------------------------------- */
@@ -483,7 +532,11 @@ cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 	return alloc_async(W_cuMemAllocAsync_ptsz, true, dptr, bytesize, stream);
 }
 
-/* The pool's device is taken to be the stream's (a pool serves the device its stream runs on). */
+/*
+ * A pool may live on another device than the stream: the limit is checked on
+ * the stream's device, the block charged to the device the driver says it is
+ * on (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, asked right after the call).
+ */
 static CUresult
 alloc_from_pool(int w, bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
@@ -498,8 +551,10 @@ alloc_from_pool(int w, bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPo
 	if (!tfa_cuda_begin(&c, tfa_cuda_stream_devcode(stream, ptsz), bytesize))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = fn(dptr, bytesize, pool, stream);
-	tfa_cuda_end(&c, r == CUDA_SUCCESS && dptr != NULL, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize,
-		     TFA_KIND_DEVICE);
+	bool ok = r == CUDA_SUCCESS && dptr != NULL;
+	uintptr_t p = ok ? (uintptr_t)*dptr : 0;
+	tfa_cuda_end_on(&c, ok && c.active ? tfa_cuda_pointer_devcode(p, c.code) : c.code, ok, p, bytesize,
+			TFA_KIND_DEVICE);
 	return r;
 }
 
@@ -568,7 +623,7 @@ cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const tfa_cu_mem_
 	if (!tfa_cuda_begin(&c, code, size))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUresult r = fn(handle, size, prop, flags);
-	tfa_cuda_end(&c, r == CUDA_SUCCESS && handle != NULL, handle != NULL ? (uintptr_t)*handle : 0, size,
+	tfa_cuda_end(&c, r == CUDA_SUCCESS && handle != NULL, handle != NULL ? handle_key(*handle) : 0, size,
 		     TFA_KIND_DEVICE_HANDLE);
 	return r;
 }
@@ -582,7 +637,7 @@ cuMemRelease(CUmemGenericAllocationHandle handle)
 	if (fn == NULL)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!release_retained(handle))
-		tfa_cuda_forget((uintptr_t)handle);
+		tfa_cuda_forget(handle_key(handle));
 	return fn(handle);
 }
 
@@ -599,7 +654,7 @@ cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 	CUresult r = fn(handle, addr);
 	/* Another reference to a handle the shim counts: its release must not uncount it. */
 	if (r == CUDA_SUCCESS && handle != NULL && *handle != 0
-	    && tfa_ptr_table_lookup(tfa_devices_table(), (uintptr_t)*handle, &rec))
+	    && tfa_ptr_table_lookup(tfa_devices_table(), handle_key(*handle), &rec))
 		retain_handle(*handle);
 	return r;
 }

@@ -42,6 +42,11 @@ typedef struct tfa_cuda_call_s {
 
 bool tfa_cuda_begin(tfa_cuda_call_t *c, unsigned code, size_t nbytes);
 void tfa_cuda_end(tfa_cuda_call_t *c, bool ok, uintptr_t ptr, size_t actual, uint8_t kind);
+/* tfa_cuda_end, the block charged to device code `code` (a pool's device) instead of c's. */
+void tfa_cuda_end_on(tfa_cuda_call_t *c, unsigned code, bool ok, uintptr_t ptr, size_t actual, uint8_t kind);
+/* The device code the driver gives ptr, or `otherwise`. */
+unsigned tfa_cuda_pointer_devcode(uintptr_t ptr, unsigned otherwise);
+
 /* Before a free is forwarded: uncounts ptr (nothing when unknown). */
 void tfa_cuda_forget(uintptr_t ptr);
 

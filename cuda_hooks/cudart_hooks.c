@@ -300,7 +300,15 @@ cudaMallocFromPoolAsync(void **p, size_t size, CUmemoryPool pool, CUstream strea
 		return cudaErrorInitializationError;
 	if (NESTED())
 		return fn(p, size, pool, stream);
-	RT_ALLOC(rt_stream_devcode(stream, false), size, p, fn(p, size, pool, stream));
+	tfa_cuda_call_t c;
+	if (!tfa_cuda_begin(&c, rt_stream_devcode(stream, false), size))
+		return cudaErrorMemoryAllocation;
+	cudaError_t r = CALL(fn(p, size, pool, stream));
+	bool ok = r == cudaSuccess && p != NULL;
+	uintptr_t got = ok ? (uintptr_t)*p : 0;
+	tfa_cuda_end_on(&c, ok && c.active ? tfa_cuda_pointer_devcode(got, c.code) : c.code, ok, got, size,
+			TFA_KIND_DEVICE);
+	return r;
 }
 
 static cudaError_t
