@@ -1190,11 +1190,11 @@ collect_visit(void *arg, const tfa_record_t *rec)
 }
 
 /*
- * A block of another device is a node of the graph like a heap block: it is
- * reachable when a root or a reachable block holds its address (the host
- * pointer a program keeps to its device buffer), definitely lost when
- * nothing does.  Device memory (cuda:N) is never read; pinned host and
- * managed memory is host memory and is scanned for pointers like the heap.
+ * A block of another device is a node of the graph like a heap block (its
+ * own class is decided in classify_leaks: definite).  Device memory (cuda:N)
+ * is never read; pinned host and managed memory is host memory and is
+ * scanned for pointers like the heap, so that the host blocks it holds are
+ * classified as usual.
  */
 static void
 collect_device_visit(void *arg, const tfa_record_t *rec)
@@ -1306,8 +1306,17 @@ classify_leaks(struct leak_walk *w)
 	for (size_t i = 0; i < c.n; i++) {
 		const tfa_leak_block_t *b = &c.blocks[i];
 		const struct leak_rec *r = &c.recs[b->user];
+		/*
+		 * A CUDA block still allocated at exit is definitely lost, as
+		 * compute-sanitizer's leak check reports it: the driver keeps every
+		 * allocation in its own tables (host memory the scan reads), so
+		 * reachability says nothing, and only the context's teardown gives
+		 * the memory back.  Pinned host and managed blocks were still
+		 * scanned above: what they point to is classified as usual.
+		 */
+		uint8_t cls = r->device != TFA_DEVCODE_CPU ? (uint8_t)TFA_LEAK_DEFINITE : b->cls;
 		if (!r->internal)
-			leak_add(w, r->stack_id, r->tag, r->device, b->cls, b->size, r->allocated, b->addr);
+			leak_add(w, r->stack_id, r->tag, r->device, cls, b->size, r->allocated, b->addr);
 	}
 	w->classified = true;
 	ok = true;
@@ -2172,6 +2181,12 @@ const char *
 tfa_shim_profile_path(void)
 {
 	return profile_path;
+}
+
+bool
+tfa_shim_cuda_trace(void)
+{
+	return opts.cuda_trace;
 }
 
 bool

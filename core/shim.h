@@ -97,6 +97,8 @@ bool tfa_shim_pointer_info(const void *ptr, struct tfa_alloc_info_s *info, uint6
 void tfa_shim_foreach_record(void (*fn)(void *arg, const struct tfa_record_s *rec), void *arg);
 /* Where the profile was last written ("" before the first). */
 const char *tfa_shim_profile_path(void);
+/* TFALLOC_CUDA_TRACE. */
+bool tfa_shim_cuda_trace(void);
 /* TFALLOC_QUIET. */
 bool tfa_shim_quiet(void);
 

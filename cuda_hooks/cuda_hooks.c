@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/control.h"
 #include "core/devices.h"
 #include "core/log.h"
 #include "core/shim.h"
@@ -272,6 +273,8 @@ tfa_cuda_begin(tfa_cuda_call_t *c, unsigned code, size_t nbytes)
 		return true;
 	c->code = code;
 	c->nbytes = nbytes;
+	if (tfa_unlikely(tfa_control_tag_by_thread))
+		tfa_control_thread_tag();
 	c->tag = tfa_tls.tag;
 	if (!tfa_tracking_reserve(ta, nbytes, c->tag, &c->reserved))
 		return false;
@@ -697,17 +700,27 @@ tfa_cuda_is_wrapper(const void *p)
 	return tfa_cudart_is_wrapper(p);
 }
 
-void *
-tfa_cuda_wrapper_of(void *p)
+static void *
+wrapper_of(void *p, const char **name)
 {
 	if (p == NULL)
 		return NULL;
 	if (find_libcuda(false)) {
-		for (int i = 0; i < W_COUNT; i++)
-			if (__atomic_load_n(&real_fn[i], __ATOMIC_RELAXED) == p)
+		for (int i = 0; i < W_COUNT; i++) {
+			if (__atomic_load_n(&real_fn[i], __ATOMIC_RELAXED) == p) {
+				*name = wraps[i].name;
 				return wraps[i].wrapper;
+			}
+		}
 	}
-	return tfa_cudart_wrapper_of(p);
+	return tfa_cudart_wrapper_of(p, name);
+}
+
+void *
+tfa_cuda_wrapper_of(void *p)
+{
+	const char *name;
+	return wrapper_of(p, &name);
 }
 
 /*
@@ -717,15 +730,19 @@ tfa_cuda_wrapper_of(void *p)
  * is not identified stays untracked, passed through (fail-open), said once.
  */
 static void
-substitute(const char *symbol, int version, void **pfn)
+substitute(const char *via, const char *symbol, int version, unsigned long long flags, void **pfn)
 {
-	void *w = tfa_cuda_wrapper_of(*pfn);
+	const char *name = NULL;
+	void *w = wrapper_of(*pfn, &name);
 
 	/* Already the shim's (a runtime entry point over the driver's cuGetProcAddress wrapper). */
 	if (w == NULL && tfa_cuda_is_wrapper(*pfn))
 		return;
 	if (w != NULL) {
 		*pfn = w;
+		if (tfa_shim_cuda_trace())
+			tfa_log("cuda: %s(\"%s\", %d, flags %llu) -> tfalloc's %s", via,
+				symbol != NULL ? symbol : "(null)", version, flags, name);
 		return;
 	}
 	if (symbol == NULL)
@@ -752,7 +769,7 @@ cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	CUresult r = fn(symbol, pfn, version, flags);
 	if (r == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
-		substitute(symbol, version, pfn);
+		substitute("cuGetProcAddress", symbol, version, flags, pfn);
 	return r;
 }
 
@@ -771,15 +788,15 @@ cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flag
 	CUresult r = fn(symbol, pfn, version, flags, status);
 	if (r == CUDA_SUCCESS && pfn != NULL && *pfn != NULL
 	    && (status == NULL || *status == CU_GET_PROC_ADDRESS_SUCCESS))
-		substitute(symbol, version, pfn);
+		substitute("cuGetProcAddress_v2", symbol, version, flags, pfn);
 	return r;
 }
 
 void
-tfa_cuda_substitute(const char *symbol, int version, void **pfn)
+tfa_cuda_substitute(const char *via, const char *symbol, int version, unsigned long long flags, void **pfn)
 {
 	if (pfn != NULL && *pfn != NULL)
-		substitute(symbol, version, pfn);
+		substitute(via, symbol, version, flags, pfn);
 }
 
 #define WRAP(n, base_, abi_) [W_##n] = { #n, base_, abi_, (void *)n }
@@ -820,8 +837,11 @@ tfa_dlsym_handle(void *handle, const char *name)
 	/* Only CUDA names cost more than the lookup. */
 	if (p == NULL || name == NULL || name[0] != 'c' || name[1] != 'u')
 		return p;
-	void *w = tfa_cuda_wrapper_of(p);
+	const char *wname = NULL;
+	void *w = wrapper_of(p, &wname);
 	if (w == NULL && name[2] == 'd' && name[3] == 'a' && tfa_cudart_adopt(p))
-		w = tfa_cuda_wrapper_of(p);
+		w = wrapper_of(p, &wname);
+	if (w != NULL && tfa_shim_cuda_trace())
+		tfa_log("cuda: dlsym(%p, \"%s\") -> tfalloc's %s", handle, name, wname);
 	return w != NULL ? w : p;
 }

@@ -60,13 +60,14 @@ void *tfa_cuda_wrapper_of(void *real);
 bool tfa_cuda_is_wrapper(const void *p);
 
 /* Replaces *pfn, a function handed out for symbol at version, by its wrapper (cuGetProcAddress's rule). */
-void tfa_cuda_substitute(const char *symbol, int version, void **pfn);
+void tfa_cuda_substitute(const char *via, const char *symbol, int version, unsigned long long flags,
+			 void **pfn);
 
 /* The device code of CUDA ordinal n (cuda:0, said once, past the codes there are). */
 unsigned tfa_cuda_code_of_ordinal(int ordinal);
 
 /* cudart_hooks.c: the runtime wrapper of a real libcudart function, NULL when none. */
-void *tfa_cudart_wrapper_of(const void *p);
+void *tfa_cudart_wrapper_of(const void *p, const char **name);
 bool tfa_cudart_is_wrapper(const void *p);
 /* p came from a handle lookup of a "cuda" name: when it is libcudart's, adopt that library. */
 bool tfa_cudart_adopt(const void *p);

@@ -125,13 +125,16 @@ rt(int i)
 }
 
 void *
-tfa_cudart_wrapper_of(const void *p)
+tfa_cudart_wrapper_of(const void *p, const char **name)
 {
 	if (p == NULL || __atomic_load_n(&libcudart, __ATOMIC_ACQUIRE) == NULL)
 		return NULL;
-	for (int i = 0; i < R_COUNT; i++)
-		if (rwraps[i].wrapper != NULL && __atomic_load_n(&rt_fn[i], __ATOMIC_RELAXED) == p)
+	for (int i = 0; i < R_COUNT; i++) {
+		if (rwraps[i].wrapper != NULL && __atomic_load_n(&rt_fn[i], __ATOMIC_RELAXED) == p) {
+			*name = rwraps[i].name;
 			return rwraps[i].wrapper;
+		}
+	}
 	return NULL;
 }
 
@@ -373,7 +376,9 @@ entry_point(int i, const char *symbol, void **pfn, unsigned long long flags,
 		return cudaErrorInitializationError;
 	cudaError_t r = CALL(fn(symbol, pfn, flags, status));
 	if (r == cudaSuccess && pfn != NULL && (status == NULL || *status == 0))
-		tfa_cuda_substitute(symbol, 13000, pfn);
+		tfa_cuda_substitute(i == R_cudaGetDriverEntryPoint ? "cudaGetDriverEntryPoint"
+								   : "cudaGetDriverEntryPoint_ptsz",
+				    symbol, 13000, flags, pfn);
 	return r;
 }
 
@@ -407,7 +412,9 @@ entry_point_by_version(int i, const char *symbol, void **pfn, unsigned version, 
 		return cudaErrorInitializationError;
 	cudaError_t r = CALL(fn(symbol, pfn, version, flags, status));
 	if (r == cudaSuccess && pfn != NULL && (status == NULL || *status == 0))
-		tfa_cuda_substitute(symbol, (int)version, pfn);
+		tfa_cuda_substitute(i == R_cudaGetDriverEntryPointByVersion ? "cudaGetDriverEntryPointByVersion"
+									    : "cudaGetDriverEntryPointByVersion_ptsz",
+				    symbol, (int)version, flags, pfn);
 	return r;
 }
 
