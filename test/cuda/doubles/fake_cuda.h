@@ -233,7 +233,11 @@ CUresult cuMemAllocHost(void **pp, unsigned int bytesize);
 CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize);
 CUresult cuMemFree(unsigned int dptr);
 #else
-/* As cuda.h does: the unversioned names are the current ABI. */
+/*
+ * As cuda.h does: the unversioned names are the current ABI.  One exception:
+ * CUDA 13's cuda.h makes cuCtxCreate the 4-argument cuCtxCreate_v4; here it
+ * stays the 3-argument cuCtxCreate_v2 (both are exported by the double).
+ */
 #define cuCtxCreate cuCtxCreate_v2
 #define cuCtxDestroy cuCtxDestroy_v2
 #define cuCtxGetDevice(dev) cuCtxGetDevice_v2((dev), (CUcontext)0)

@@ -865,9 +865,9 @@ cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 
 /* ---- the allocation table ---------------------------------------------------- */
 
-enum { K_FREE = 0, K_DEVICE, K_PITCH, K_MANAGED, K_HOST, K_ASYNC, K_LEGACY, K_TOMB };
-static const char *const fc_kind_names[] = {"free",  "device", "pitch",  "managed",
-                                            "host",  "async",  "legacy", "tomb"};
+enum { K_FREE = 0, K_DEVICE, K_PITCH, K_MANAGED, K_HOST, K_ASYNC, K_LEGACY, K_VMM, K_TOMB };
+static const char *const fc_kind_names[] = {"free",  "device", "pitch", "managed", "host",
+                                            "async", "legacy", "vmm",   "tomb"};
 
 struct fc_block {
 	uintptr_t addr;
@@ -919,19 +919,28 @@ fc_insert(uintptr_t a)
 	return NULL;
 }
 
-/* A block holding address a (interior pointers too), with fc_lock held. */
-static struct fc_block *
-fc_find_range(uintptr_t a)
+static int fc_vmm_block(uintptr_t a, struct fc_block *out);
+
+/*
+ * A copy of the block holding address a (interior pointers too; a VMM
+ * mapping is a block of kind K_VMM), with fc_lock held.  0 when none.
+ */
+static int
+fc_find_range(uintptr_t a, struct fc_block *out)
 {
 	struct fc_block *b = fc_find(a);
-	if (b)
-		return b;
+	if (b) {
+		*out = *b;
+		return 1;
+	}
 	for (unsigned i = 0; i < FC_TABLE_SIZE; i++) {
 		b = &fc_table[i];
-		if (b->kind != K_FREE && b->kind != K_TOMB && a >= b->addr && a < b->addr + b->size)
-			return b;
+		if (b->kind != K_FREE && b->kind != K_TOMB && a >= b->addr && a < b->addr + b->size) {
+			*out = *b;
+			return 1;
+		}
 	}
-	return NULL;
+	return fc_vmm_block(a, out);
 }
 
 static size_t
@@ -1021,6 +1030,13 @@ fc_free(uintptr_t a, unsigned kinds, int *kind_out, int *dev_out, size_t *size_o
 		fc_used[dev] -= size;
 	b->kind = K_TOMB;
 	fc_table_live--;
+	/* Tombstones followed by an empty slot end no probe chain: empty them. */
+	unsigned i = (unsigned)(b - fc_table);
+	while (fc_table[(i + 1) & (FC_TABLE_SIZE - 1)].kind == K_FREE &&
+	       fc_table[i].kind == K_TOMB) {
+		fc_table[i].kind = K_FREE;
+		i = (i - 1) & (FC_TABLE_SIZE - 1);
+	}
 	pthread_mutex_unlock(&fc_lock);
 	munmap((void *)a, msz);
 	*kind_out = kind;
@@ -1300,13 +1316,13 @@ cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 	CUresult r = CUDA_SUCCESS;
 	uintptr_t base = 0;
 	size_t size = 0;
+	struct fc_block b;
 	pthread_mutex_lock(&fc_lock);
-	struct fc_block *b = fc_find_range((uintptr_t)dptr);
-	if (!b || b->kind == K_HOST)
+	if (!fc_find_range((uintptr_t)dptr, &b) || b.kind == K_HOST)
 		r = CUDA_ERROR_NOT_FOUND;
 	else {
-		base = b->addr;
-		size = b->size;
+		base = b.addr;
+		size = b.size;
 	}
 	pthread_mutex_unlock(&fc_lock);
 	if (r == CUDA_SUCCESS) {
@@ -1327,9 +1343,7 @@ cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr)
 	CUresult r = CUDA_SUCCESS;
 	struct fc_block copy;
 	pthread_mutex_lock(&fc_lock);
-	struct fc_block *b = fc_find_range((uintptr_t)ptr);
-	if (b)
-		copy = *b;
+	int b = fc_find_range((uintptr_t)ptr, &copy);
 	pthread_mutex_unlock(&fc_lock);
 	long long shown = -1;
 	if (!data)
@@ -1570,6 +1584,24 @@ cuMemAddressFree(CUdeviceptr ptr, size_t size)
 		munmap((void *)(uintptr_t)ptr, size);
 	fc_log("cuMemAddressFree ptr=0x%llx size=%zu -> %d", ptr, size, r);
 	return r;
+}
+
+/* A mapped VMM range holding a, as a block (fc_lock held). */
+static int
+fc_vmm_block(uintptr_t a, struct fc_block *out)
+{
+	for (int i = 0; i < FC_MAX_MAPS; i++)
+		if (fc_maps[i].size && a >= fc_maps[i].addr && a < fc_maps[i].addr + fc_maps[i].size) {
+			const struct fc_vmm *v = &fc_vmm[fc_maps[i].handle];
+			memset(out, 0, sizeof(*out));
+			out->addr = fc_maps[i].addr;
+			out->size = fc_maps[i].size;
+			out->map_size = fc_maps[i].size;
+			out->kind = v->loc_type == CU_MEM_LOCATION_TYPE_DEVICE ? K_VMM : K_HOST;
+			out->device = v->device;
+			return 1;
+		}
+	return 0;
 }
 
 /* Is [a, a+n) inside a reservation?  fc_lock held. */

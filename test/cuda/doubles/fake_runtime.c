@@ -200,6 +200,14 @@ rt_init(void)
 		const void *table = NULL;
 		drv.get_export_table(&table, &probe_id);
 	}
+	/* What every call needs. */
+	if (!drv.device_get_count || !drv.device_get || !drv.primary_retain ||
+	    !drv.ctx_set_current || !drv.ctx_get_current || !drv.ctx_get_device) {
+		rt_log("initialized -> %d (a required driver function is missing)",
+		       (int)cudaErrorCallRequiresNewerDriver);
+		rt_init_error = cudaErrorCallRequiresNewerDriver;
+		return;
+	}
 	int v = 0;
 	if (!drv.driver_get_version || drv.driver_get_version(&v) != CUDA_SUCCESS || v < 13000) {
 		rt_init_error = cudaErrorInsufficientDriver;
@@ -236,6 +244,19 @@ rt_from_driver(CUresult r)
 	default: return cudaErrorUnknown;
 	}
 }
+
+/*
+ * Calls a driver function the runtime fetched; one the driver did not give
+ * (not found, or NULL with success) fails the call as the real runtime does
+ * with a driver too old for it: cudaErrorCallRequiresNewerDriver.
+ */
+static cudaError_t
+rt_missing(const char *what)
+{
+	rt_log("no driver function for %s -> %d", what, (int)cudaErrorCallRequiresNewerDriver);
+	return cudaErrorCallRequiresNewerDriver;
+}
+#define RT_CALL(f, ...) ((f) ? rt_from_driver((f)(__VA_ARGS__)) : rt_missing(#f))
 
 static cudaError_t
 rt_ret(cudaError_t e)
@@ -368,7 +389,7 @@ cudaGetDevice(int *device)
 	cudaError_t e = device ? rt_ctx() : cudaErrorInvalidValue;
 	CUdevice d = -1;
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.ctx_get_device(&d));
+		e = RT_CALL(drv.ctx_get_device, &d);
 	if (e == cudaSuccess)
 		*device = d;
 	rt_log("cudaGetDevice -> %d device=%d", (int)e, d);
@@ -380,7 +401,7 @@ cudaDeviceSynchronize(void)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.ctx_synchronize_v2(NULL));
+		e = RT_CALL(drv.ctx_synchronize_v2, NULL);
 	rt_log("cudaDeviceSynchronize -> %d", (int)e);
 	return rt_ret(e);
 }
@@ -425,7 +446,7 @@ cudaMalloc(void **devPtr, size_t size)
 	if (e == cudaSuccess && size == 0)
 		*devPtr = NULL; /* as the real runtime: success, NULL */
 	else if (e == cudaSuccess) {
-		e = rt_from_driver(drv.mem_alloc(&p, size));
+		e = RT_CALL(drv.mem_alloc, &p, size);
 		if (e == cudaSuccess)
 			*devPtr = (void *)(uintptr_t)p;
 	}
@@ -438,7 +459,7 @@ cudaFree(void *devPtr)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess && devPtr)
-		e = rt_from_driver(drv.mem_free((CUdeviceptr)(uintptr_t)devPtr));
+		e = RT_CALL(drv.mem_free, (CUdeviceptr)(uintptr_t)devPtr);
 	rt_log("cudaFree ptr=%p -> %d", devPtr, (int)e);
 	return rt_ret(e);
 }
@@ -449,7 +470,7 @@ cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 	cudaError_t e = (devPtr && pitch) ? rt_ctx() : cudaErrorInvalidValue;
 	CUdeviceptr p = 0;
 	if (e == cudaSuccess) {
-		e = rt_from_driver(drv.mem_alloc_pitch(&p, pitch, width, height, 4));
+		e = RT_CALL(drv.mem_alloc_pitch, &p, pitch, width, height, 4);
 		if (e == cudaSuccess)
 			*devPtr = (void *)(uintptr_t)p;
 	}
@@ -464,7 +485,7 @@ cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	cudaError_t e = devPtr ? rt_ctx() : cudaErrorInvalidValue;
 	CUdeviceptr p = 0;
 	if (e == cudaSuccess) {
-		e = rt_from_driver(drv.mem_alloc_managed(&p, size, flags));
+		e = RT_CALL(drv.mem_alloc_managed, &p, size, flags);
 		if (e == cudaSuccess)
 			*devPtr = (void *)(uintptr_t)p;
 	}
@@ -479,7 +500,7 @@ cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 	cudaError_t e = pHost ? rt_ctx() : cudaErrorInvalidValue;
 	void *p = NULL;
 	if (e == cudaSuccess) {
-		e = rt_from_driver(drv.mem_host_alloc(&p, size, flags));
+		e = RT_CALL(drv.mem_host_alloc, &p, size, flags);
 		if (e == cudaSuccess)
 			*pHost = p;
 	}
@@ -494,7 +515,7 @@ cudaMallocHost(void **ptr, size_t size)
 	cudaError_t e = ptr ? rt_ctx() : cudaErrorInvalidValue;
 	void *p = NULL;
 	if (e == cudaSuccess) {
-		e = rt_from_driver(drv.mem_host_alloc(&p, size, 0));
+		e = RT_CALL(drv.mem_host_alloc, &p, size, 0);
 		if (e == cudaSuccess)
 			*ptr = p;
 	}
@@ -507,7 +528,7 @@ cudaFreeHost(void *ptr)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess && ptr)
-		e = rt_from_driver(drv.mem_free_host(ptr));
+		e = RT_CALL(drv.mem_free_host, ptr);
 	rt_log("cudaFreeHost ptr=%p -> %d", ptr, (int)e);
 	return rt_ret(e);
 }
@@ -517,7 +538,7 @@ cudaMemGetInfo(size_t *free_out, size_t *total)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.mem_get_info(free_out, total));
+		e = RT_CALL(drv.mem_get_info, free_out, total);
 	return rt_ret(e);
 }
 
@@ -567,7 +588,7 @@ cudaStreamCreate(cudaStream_t *s)
 {
 	cudaError_t e = s ? rt_ctx() : cudaErrorInvalidValue;
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.stream_create(s, 0));
+		e = RT_CALL(drv.stream_create, s, 0);
 	rt_log("cudaStreamCreate -> %d stream=%p", (int)e, e ? NULL : (void *)*s);
 	return rt_ret(e);
 }
@@ -578,7 +599,7 @@ cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
 	cudaError_t e = s ? rt_ctx() : cudaErrorInvalidValue;
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.stream_create(s, flags));
+		e = RT_CALL(drv.stream_create, s, flags);
 	rt_log("cudaStreamCreateWithFlags flags=%u -> %d", flags, (int)e);
 	return rt_ret(e);
 }
@@ -588,7 +609,7 @@ cudaStreamDestroy(cudaStream_t s)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.stream_destroy(s));
+		e = RT_CALL(drv.stream_destroy, s);
 	rt_log("cudaStreamDestroy stream=%p -> %d", (void *)s, (int)e);
 	return rt_ret(e);
 }
@@ -598,7 +619,7 @@ rt_stream_sync(const char *name, cudaStream_t s)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.stream_synchronize(s));
+		e = RT_CALL(drv.stream_synchronize, s);
 	rt_log("%s stream=%p -> %d", name, (void *)s, (int)e);
 	return rt_ret(e);
 }
@@ -621,7 +642,7 @@ cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
 {
 	cudaError_t e = pool ? rt_ctx() : cudaErrorInvalidValue;
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.device_get_default_mem_pool(pool, device));
+		e = RT_CALL(drv.device_get_default_mem_pool, pool, device);
 	rt_log("cudaDeviceGetDefaultMemPool device=%d -> %d", device, (int)e);
 	return rt_ret(e);
 }
@@ -638,9 +659,8 @@ rt_malloc_async(const char *name, int ptsz, void **devPtr, size_t size, cudaMemP
 	cudaError_t e = devPtr ? rt_ctx() : cudaErrorInvalidValue;
 	CUdeviceptr p = 0;
 	if (e == cudaSuccess) {
-		CUresult r = use_pool ? drv.mem_alloc_from_pool_async[ptsz](&p, size, pool, s)
-		                      : drv.mem_alloc_async[ptsz](&p, size, s);
-		e = rt_from_driver(r);
+		e = use_pool ? RT_CALL(drv.mem_alloc_from_pool_async[ptsz], &p, size, pool, s)
+		             : RT_CALL(drv.mem_alloc_async[ptsz], &p, size, s);
 		if (e == cudaSuccess)
 			*devPtr = (void *)(uintptr_t)p;
 	}
@@ -678,7 +698,7 @@ rt_free_async(const char *name, int ptsz, void *devPtr, cudaStream_t s)
 {
 	cudaError_t e = rt_ctx();
 	if (e == cudaSuccess)
-		e = rt_from_driver(drv.mem_free_async[ptsz]((CUdeviceptr)(uintptr_t)devPtr, s));
+		e = RT_CALL(drv.mem_free_async[ptsz], (CUdeviceptr)(uintptr_t)devPtr, s);
 	rt_log("%s ptr=%p stream=%p -> %d", name, devPtr, (void *)s, (int)e);
 	return rt_ret(e);
 }

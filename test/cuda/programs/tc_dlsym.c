@@ -14,6 +14,10 @@
  *            cuMemAllocAsync _ptsz (flags 2) on the per-thread default stream:
  *            65536 freed by cuMemFreeAsync _ptsz, 3000 leaked
  *
+ * Then calls cuArrayCreate_v2, which the double does not model: its generated
+ * stub answers 801 ("cuArrayCreate_v2 -> 801"; "absent" when the double was
+ * built without the toolkit's stub list).
+ *
  * Prints "RTLD_DEFAULT cuMemAlloc_v2: found|absent", the CUDA_LEDGER lines, DONE.
  */
 #include <dlfcn.h>
@@ -121,6 +125,14 @@ main(int argc, char **argv)
 	tc_free(TC_DEV1, 65536);
 	TC_OK(alloc_async(&c1, 3000, CU_STREAM_PER_THREAD));
 	tc_alloc(TC_DEV1, 3000);
+
+	/* a name the double does not model: its generated stub (toolkit builds only) */
+	CUresult (*array_create)(void *, const void *);
+	*(void **)&array_create = dlsym(h, "cuArrayCreate_v2");
+	if (array_create)
+		tp_out("cuArrayCreate_v2 -> %d\n", (int)array_create(NULL, NULL));
+	else
+		tp_out("cuArrayCreate_v2: absent\n");
 
 	TP_KEEP(a1);
 	TP_KEEP(b0);

@@ -112,6 +112,10 @@ main(int argc, char **argv)
 	acc.location.id = 1;
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	TC_OK(cuMemSetAccess(va, 2 * MiB, &acc, 1));
+	TC_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + 100));
+	TP_CHECK(ordinal == 1, "VMM mapping on device %d", ordinal);
+	TC_OK(cuMemGetAddressRange(&base, &range, va + 4096));
+	TP_CHECK(base == va && range == 2 * MiB, "cuMemGetAddressRange of a mapping");
 	tp_fill((void *)(uintptr_t)va, 4096, 3);
 	TP_CHECK(tp_check_fill((void *)(uintptr_t)va, 4096, 3), "VMM memory");
 	TC_OK(cuMemUnmap(va, 2 * MiB));
