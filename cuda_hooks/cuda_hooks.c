@@ -29,6 +29,8 @@
 #include "core/shim.h"
 #include "core/thread.h"
 #include "core/tracking_allocator.h"
+#include "registry/backends.h"
+#include "registry/registry.h"
 
 #define TFA_EXPORT __attribute__((visibility("default")))
 
@@ -80,10 +82,13 @@ __attribute__((used)) void *(*tfa_dlsym_resolve(void))(void *, const char *)
 	return p != NULL ? p : no_dlsym;
 }
 
+static const tfa_cuda_backend_t registry_backend;
+
 __attribute__((constructor)) static void
 cuda_hooks_init(void)
 {
 	(void)tfa_cuda_real_dlsym();
+	__atomic_store_n(&tfa_cuda_backend, &registry_backend, __ATOMIC_RELEASE);
 }
 
 /* ---- the driver's functions -------------------------------------------------------------- */
@@ -119,6 +124,11 @@ enum {
 	H_cuStreamGetDevice,
 	H_cuStreamGetDevice_ptsz,
 	H_cuPointerGetAttribute,
+	H_cuDeviceGetCount,
+	H_cuDeviceGet,
+	H_cuDevicePrimaryCtxRetain,
+	H_cuCtxPushCurrent_v2,
+	H_cuCtxPopCurrent_v2,
 	H_COUNT
 };
 
@@ -138,6 +148,11 @@ static const char *const helper_names[H_COUNT] = {
 	"cuStreamGetDevice",
 	"cuStreamGetDevice_ptsz",
 	"cuPointerGetAttribute",
+	"cuDeviceGetCount",
+	"cuDeviceGet",
+	"cuDevicePrimaryCtxRetain",
+	"cuCtxPushCurrent_v2",
+	"cuCtxPopCurrent_v2",
 };
 
 /* Filled below the wrappers (they must be declared first). */
@@ -845,3 +860,108 @@ tfa_dlsym_handle(void *handle, const char *name)
 		tfa_log("cuda: dlsym(%p, \"%s\") -> tfalloc's %s", handle, name, wname);
 	return w != NULL ? w : p;
 }
+
+/* ---- the registry's CUDA allocators (registry/cuda_allocator.c) ------------------------------ */
+
+typedef struct CUctx_st *tfa_cu_context_t;
+
+static bool
+backend_available(void)
+{
+	return find_libcuda(false);
+}
+
+static void *
+helper(int h)
+{
+	return find_libcuda(false) ? __atomic_load_n(&helper_fn[h], __ATOMIC_RELAXED) : NULL;
+}
+
+static int
+backend_device_count(void)
+{
+	CUresult (*count)(int *) = (CUresult(*)(int *))helper(H_cuDeviceGetCount);
+	int n = 0;
+
+	return count != NULL && count(&n) == CUDA_SUCCESS ? n : 0;
+}
+
+/* Makes the primary context of `ordinal` current (retained once, kept). */
+static bool
+push_primary(int ordinal)
+{
+	static tfa_cu_context_t primary[TFA_REGISTRY_ORDINALS];
+	CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))helper(H_cuDeviceGet);
+	CUresult (*retain)(tfa_cu_context_t *, CUdevice) =
+		(CUresult(*)(tfa_cu_context_t *, CUdevice))helper(H_cuDevicePrimaryCtxRetain);
+	CUresult (*push)(tfa_cu_context_t) = (CUresult(*)(tfa_cu_context_t))helper(H_cuCtxPushCurrent_v2);
+	CUdevice dev;
+
+	if (ordinal < 0 || ordinal >= TFA_REGISTRY_ORDINALS || get == NULL || retain == NULL || push == NULL)
+		return false;
+	tfa_cu_context_t ctx = __atomic_load_n(&primary[ordinal], __ATOMIC_ACQUIRE);
+	if (ctx == NULL) {
+		if (get(&dev, ordinal) != CUDA_SUCCESS || retain(&ctx, dev) != CUDA_SUCCESS)
+			return false;
+		tfa_cu_context_t seen = NULL;
+		/* A racing thread retained it too: one reference is kept more, harmless. */
+		if (!__atomic_compare_exchange_n(&primary[ordinal], &seen, ctx, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			ctx = seen;
+	}
+	return push(ctx) == CUDA_SUCCESS;
+}
+
+static void
+pop_context(void)
+{
+	CUresult (*pop)(tfa_cu_context_t *) = (CUresult(*)(tfa_cu_context_t *))helper(H_cuCtxPopCurrent_v2);
+	tfa_cu_context_t old;
+
+	if (pop != NULL)
+		(void)pop(&old);
+}
+
+static int
+backend_alloc(int ordinal, size_t nbytes, void **out)
+{
+	CUdeviceptr d = 0;
+
+	if (!push_primary(ordinal))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = cuMemAlloc_v2(&d, nbytes);
+	pop_context();
+	*out = r == CUDA_SUCCESS ? (void *)(uintptr_t)d : NULL;
+	return r;
+}
+
+static int
+backend_free(void *ptr)
+{
+	return cuMemFree_v2((CUdeviceptr)(uintptr_t)ptr);
+}
+
+static int
+backend_alloc_host(size_t nbytes, void **out)
+{
+	if (!push_primary(0))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = cuMemAllocHost_v2(out, nbytes);
+	pop_context();
+	return r;
+}
+
+static int
+backend_free_host(void *ptr)
+{
+	return cuMemFreeHost(ptr);
+}
+
+static const tfa_cuda_backend_t registry_backend = {
+	.available = backend_available,
+	.device_count = backend_device_count,
+	.alloc = backend_alloc,
+	.free = backend_free,
+	.alloc_host = backend_alloc_host,
+	.free_host = backend_free_host,
+};
