@@ -43,6 +43,16 @@ tfa_devcode_cuda(int ordinal)
 								     : TFA_DEVCODES;
 }
 
+/*
+ * The device codes other than cpu in the order profiles list them: cuda:0,
+ * cuda:1, ..., then cuda_host and cuda_managed.  i from 0 to TFA_DEVCODES - 2.
+ */
+static inline unsigned
+tfa_devcode_at(unsigned i)
+{
+	return i < TFA_CUDA_ORDINALS ? TFA_DEVCODE_CUDA0 + i : TFA_DEVCODE_CUDA_HOST + (i - TFA_CUDA_ORDINALS);
+}
+
 /* "cpu", "cuda_host", "cuda_managed", "cuda:N" (static strings), or "unknown". */
 const char *tfa_devcode_name(unsigned code);
 

@@ -1463,7 +1463,8 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_end(w);
 	struct site_visit v = { .w = w, .device = "cpu" };
 	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, &v);
-	for (unsigned c = 1; c < TFA_DEVCODES; c++) {
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
 		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
 		tfa_allocator_stats_t dst;
 		if (ta == NULL || ta->sites == NULL)
@@ -1506,7 +1507,8 @@ write_timeline_records(tfa_pw_t *w, const tfa_allocator_stats_t *st)
 static void
 write_device_records(tfa_pw_t *w)
 {
-	for (unsigned c = 1; c < TFA_DEVCODES; c++) {
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
 		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
 		tfa_allocator_stats_t d;
 		if (ta == NULL)
@@ -1631,6 +1633,38 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_end(w);
 }
 
+/* One line per other device something was allocated on (the first line's leaks include theirs). */
+static void
+print_device_summaries(const struct leak_walk *leaks)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t d;
+		uint64_t bytes = 0, blocks = 0;
+		char peak[32], total[32], leaked[32];
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &d);
+		for (size_t g = 0; leaks->groups != NULL && g < leaks->cap; g++) {
+			if (leaks->groups[g].blocks != 0 && leaks->groups[g].device == c) {
+				bytes += leaks->groups[g].bytes;
+				blocks += leaks->groups[g].blocks;
+			}
+		}
+		if (leaks->overflow.blocks != 0 && leaks->overflow.device == c) {
+			bytes += leaks->overflow.bytes;
+			blocks += leaks->overflow.blocks;
+		}
+		tfa_format_bytes(peak, sizeof(peak), (uint64_t)d.peak_bytes_in_use);
+		tfa_format_bytes(total, sizeof(total), (uint64_t)d.total_bytes);
+		tfa_format_bytes(leaked, sizeof(leaked), bytes);
+		tfa_log("%s: %s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)", proc.comm,
+			tfa_devcode_name(c), peak, (long long)d.num_allocs, total,
+			(unsigned long long)blocks, leaked);
+	}
+}
+
 static void
 print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, int write_err)
 {
@@ -1666,6 +1700,7 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
 		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
 		classes, errors, where);
+	print_device_summaries(leaks);
 }
 
 /* A periodic snapshot could not be written: said once, not at every interval. */
