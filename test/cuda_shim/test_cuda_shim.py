@@ -215,7 +215,13 @@ def case_limit(ctx):
     want = ["cudaSetDevice 0 -> 0", "cuMemAlloc 2097152 -> 0", "cuMemAlloc 2097152 -> 2",
             "cudaMalloc 1048576 -> 0", "cudaMalloc 1 -> 2", "cuMemFree -> 0",
             "cuMemAlloc 2097152 -> 0", "cudaSetDevice 1 -> 0", "cudaMalloc 2097152 -> 2",
-            "cudaMalloc 1048576 -> 0", "cudaMallocHost 8192 -> 0", "cuMemAllocHost 1 -> 2"]
+            "cudaMalloc 1048576 -> 0", "cudaMallocHost 8192 -> 0", "cuMemAllocHost 1 -> 2",
+            # the resource's limit refuses device memory the same way
+            "cuMemAllocManaged 716800 -> 0", "cuMemAllocManaged 409600 -> 2",
+            "cuMemAllocManaged 409600 -> 0",
+            "resource cuda_managed in_use 716800 allocs 1",
+            "device cuda:0 in_use 3145728 limit 3145728",
+            "pointer cuda_managed 716800 resource yes", "DONE"]
     lines = [l for l in out.splitlines() if not l.startswith("cudaFree")]
     check(lines[:len(want)] == want, "tc_limit:\n%s\nexpected:\n%s" % ("\n".join(lines), "\n".join(want)))
     (p,) = ctx.reports(out_dir)
@@ -229,7 +235,8 @@ def case_limit(ctx):
     # A bad value is refused with a message, and no limit applies.
     rc, out, err = ctx.run([ctx.a.limit_prog], env={"TFALLOC_CUDA_LIMIT": "zero:1M",
                                                      "TFALLOC_QUIET": "0"})
-    check("TFALLOC_CUDA_LIMIT" in err and "cuMemAlloc 2097152 -> 0\ncuMemAlloc 2097152 -> 0" in out,
+    check("TFALLOC_CUDA_LIMIT" in err and "cuMemAlloc 2097152 -> 0\ncuMemAlloc 2097152 -> 0" in out
+          and "cudaMalloc 1 -> 0" in out,
           "bad TFALLOC_CUDA_LIMIT: %s / %s" % (err, out))
 
 
