@@ -83,12 +83,16 @@ __attribute__((used)) void *(*tfa_dlsym_resolve(void))(void *, const char *)
 }
 
 static const tfa_cuda_backend_t registry_backend;
+static void retained_prefork(void);
+static void retained_postfork_parent(void);
+static void retained_postfork_child(void);
 
 __attribute__((constructor)) static void
 cuda_hooks_init(void)
 {
 	(void)tfa_cuda_real_dlsym();
 	__atomic_store_n(&tfa_cuda_backend, &registry_backend, __ATOMIC_RELEASE);
+	pthread_atfork(retained_prefork, retained_postfork_parent, retained_postfork_child);
 }
 
 /* ---- the driver's functions -------------------------------------------------------------- */
@@ -367,6 +371,24 @@ retain_handle(CUmemGenericAllocationHandle h)
 			     RETAINED_MAX);
 	}
 	tfa_unlock(&retained_lock);
+}
+
+static void
+retained_prefork(void)
+{
+	tfa_lock(&retained_lock);
+}
+
+static void
+retained_postfork_parent(void)
+{
+	tfa_unlock(&retained_lock);
+}
+
+static void
+retained_postfork_child(void)
+{
+	tfa_lock_init(&retained_lock);
 }
 
 /* True when h had an extra reference (now dropped): its memory stays. */
