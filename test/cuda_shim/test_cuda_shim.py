@@ -207,6 +207,14 @@ def case_oom(ctx):
         check("%s -> 2" % name in out, "OOM of %s not passed through: %s" % (name, out))
 
 
+def case_untracked(ctx):
+    """Frees of pointers the shim never saw (unidentifiable entry points) are forwarded."""
+    env = {"FAKECUDA_GPA_MODE": "anonymous", "FAKECUDA_GPA_NAMES": "cuMemAlloc,cuMemAllocAsync"}
+    out, err, _ = ledger_case(ctx, "tc_untracked", env=env)
+    for want in ("untracked free cuMemFree_v2 -> 0", "untracked free cuMemFreeAsync -> 0"):
+        check(want in out, "tc_untracked: no %r: %s" % (want, out))
+
+
 def case_limit(ctx):
     out_dir = ctx.tmp()
     rc, out, err = ctx.run([ctx.a.limit_prog], outdir=out_dir,
