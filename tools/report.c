@@ -1576,6 +1576,12 @@ diff_add(struct diff *d, struct report *r, int side)
 			struct sig_buf b = { 0 };
 			double v[TFA_SITEF_FIELD_COUNT];
 
+			/* A device other than cpu is a pseudo-frame "[cuda:0]" first: its sites are not the cpu's. */
+			if (site->device != NULL && strcmp(site->device, "cpu") != 0) {
+				sig_put(&b, "[");
+				sig_put(&b, site->device);
+				sig_put(&b, "]\x1f\x1f\x1f\x1e");
+			}
 			if (!for_each_frame(e, site->stack_id, sig_frame, &b))
 				sig_put(&b, "");
 			if (b.oom) {
