@@ -7,7 +7,10 @@
 #include "core/lock.h"
 #include "core/log.h"
 #include "core/options.h"
+#include "core/profile_format.h"
+#include "core/profile_write.h"
 #include "core/sites.h"
+#include "core/timeline.h"
 #include "registry/registry.h"
 
 static tfa_ptr_table_t device_table;
@@ -16,6 +19,12 @@ static tfa_sites_t device_sites[TFA_DEVCODES];
 static uint8_t ready[TFA_DEVCODES];
 static int64_t limits[TFA_DEVCODES];
 static tfa_lock_t devices_lock = TFA_LOCK_INIT;
+static tfa_timeline_t timelines[TFA_DEVCODES];
+static tfa_lock_t timeline_locks[TFA_DEVCODES];
+static uint64_t time_origin;
+
+#define DEVICE_TIMELINE_INTERVAL_NS 10000000u /* 10 ms, as the cpu's */
+#define TIMELINE_POINT_BYTES        36u
 
 /*
  * The backend the trackers name: the memory is made by the API's own call
@@ -122,6 +131,12 @@ tfa_device_tracker(unsigned code)
 			tfa_ptr_table_set_stale_hook(&device_table, stale_record, NULL);
 			if (limits[code] > 0)
 				tfa_tracking_allocator_set_bytes_limit(ta, limits[code]);
+			uint64_t origin = __atomic_load_n(&time_origin, __ATOMIC_RELAXED);
+			uint64_t now = tfa_monotonic_ns();
+			tfa_timeline_init(&timelines[code], origin != 0 && origin <= now ? origin : now,
+					  DEVICE_TIMELINE_INTERVAL_NS);
+			/* The series starts from nothing in use, when the device was first used. */
+			tfa_timeline_add(&timelines[code], now, 0, 0, 0, 0, 0, true);
 			__atomic_store_n(&ready[code], 1, __ATOMIC_RELEASE);
 		}
 	}
@@ -197,10 +212,78 @@ tfa_devices_set_limits(const char *spec)
 }
 
 void
+tfa_devices_set_time_origin(uint64_t origin_ns)
+{
+	__atomic_store_n(&time_origin, origin_ns, __ATOMIC_RELAXED);
+	/* A fork child: each device's series starts again, from what it inherited. */
+	for (unsigned c = 1; c < TFA_DEVCODES; c++) {
+		if (!__atomic_load_n(&ready[c], __ATOMIC_ACQUIRE))
+			continue;
+		tfa_lock(&timeline_locks[c]);
+		tfa_timeline_init(&timelines[c], origin_ns, DEVICE_TIMELINE_INTERVAL_NS);
+		tfa_unlock(&timeline_locks[c]);
+		tfa_device_sample(c, true);
+	}
+}
+
+void
+tfa_device_sample(unsigned code, bool force)
+{
+	tfa_allocator_stats_t st;
+	tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(code);
+
+	if (ta == NULL || !tfa_trylock(&timeline_locks[code]))
+		return;
+	uint64_t now = tfa_monotonic_ns();
+	if (force || tfa_timeline_due(&timelines[code], now)) {
+		tfa_tracking_allocator_get_stats(ta, &st);
+		tfa_timeline_add(&timelines[code], now, (uint64_t)st.bytes_in_use,
+				 (uint64_t)st.allocated_bytes_in_use, 0, (uint64_t)st.peak_bytes_in_use,
+				 (uint64_t)st.peak_allocated_bytes_in_use, force);
+	}
+	tfa_unlock(&timeline_locks[code]);
+}
+
+void
+tfa_devices_write_timelines(struct tfa_pw_s *w)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t st;
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &st);
+		tfa_lock(&timeline_locks[c]);
+		tfa_timeline_t *tl = &timelines[c];
+		tfa_timeline_add(tl, tfa_monotonic_ns(), (uint64_t)st.bytes_in_use,
+				 (uint64_t)st.allocated_bytes_in_use, 0, (uint64_t)st.peak_bytes_in_use,
+				 (uint64_t)st.peak_allocated_bytes_in_use, true);
+		for (size_t k = 0; k < tl->n;) {
+			tfa_pw_begin(w, TFA_REC_DEVICE_TIMELINE);
+			tfa_pw_str(w, tfa_devcode_name(c));
+			tfa_pw_u64(w, tl->interval_ns);
+			for (; k < tl->n && tfa_pw_room(w) >= TIMELINE_POINT_BYTES; k++) {
+				const tfa_timeline_point_t *p = &tl->pts[k];
+				tfa_pw_u64(w, p->t_ns);
+				tfa_pw_u64(w, p->bytes_in_use);
+				tfa_pw_u64(w, p->allocated_bytes);
+				tfa_pw_u64(w, p->rss_bytes);
+				tfa_pw_u32(w, p->flags);
+			}
+			tfa_pw_end(w);
+		}
+		tfa_unlock(&timeline_locks[c]);
+	}
+}
+
+void
 tfa_devices_prefork(void)
 {
 	/* The table first: a thread holding a shard may still take a tracker's lock. */
 	tfa_lock(&devices_lock);
+	for (unsigned c = 1; c < TFA_DEVCODES; c++)
+		tfa_lock(&timeline_locks[c]);
 	tfa_ptr_table_prefork(&device_table);
 	for (unsigned c = 1; c < TFA_DEVCODES; c++)
 		if (ready[c])
@@ -214,6 +297,8 @@ tfa_devices_postfork_parent(void)
 		if (ready[c])
 			tfa_unlock(&trackers[c].shared_lock);
 	tfa_ptr_table_postfork_parent(&device_table);
+	for (unsigned c = 1; c < TFA_DEVCODES; c++)
+		tfa_unlock(&timeline_locks[c]);
 	tfa_unlock(&devices_lock);
 }
 
@@ -224,5 +309,7 @@ tfa_devices_postfork_child(void)
 		if (ready[c])
 			tfa_lock_init(&trackers[c].shared_lock);
 	tfa_ptr_table_postfork_child(&device_table);
+	for (unsigned c = 1; c < TFA_DEVCODES; c++)
+		tfa_lock_init(&timeline_locks[c]);
 	tfa_lock_init(&devices_lock);
 }

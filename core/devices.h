@@ -78,6 +78,19 @@ int tfa_devices_set_limits(const char *spec);
 /* The sites of a device's tracker (NULL: none). */
 tfa_sites_t *tfa_device_sites(unsigned code);
 
+/*
+ * Memory over time per device: the series' times count from origin_ns
+ * (CLOCK_MONOTONIC, the process's series start; the shim sets it at init
+ * and in a fork child).  tfa_device_sample adds a point when one is due
+ * (force: always), after a device's figures changed.
+ */
+void tfa_devices_set_time_origin(uint64_t origin_ns);
+void tfa_device_sample(unsigned code, bool force);
+
+struct tfa_pw_s;
+/* Writes the TFA_REC_DEVICE_TIMELINE records of every device used, a last point first. */
+void tfa_devices_write_timelines(struct tfa_pw_s *w);
+
 /* Fork: the trackers' locks and the table. */
 void tfa_devices_prefork(void);
 void tfa_devices_postfork_parent(void);

@@ -939,6 +939,7 @@ tfa_shim_init(void)
 	init_stacks();
 	tfa_control_init(opts.tag_by);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	timeline_sample(timeline.start_ns, true);
 	if (opts.profile && opts.flush_interval_ms != 0)
 		next_flush_ns = timeline.start_ns
@@ -1578,6 +1579,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 
 	write_stack_records(w, end_reason, st);
 	write_timeline_records(w, st);
+	tfa_devices_write_timelines(w);
 	tfa_control_write_records(w);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
@@ -2098,6 +2100,7 @@ tfa_shim_postfork_child(void)
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	if (next_flush_ns != 0)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;

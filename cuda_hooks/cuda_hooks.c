@@ -281,6 +281,7 @@ tfa_cuda_end_on(tfa_cuda_call_t *c, unsigned code, bool ok, uintptr_t ptr, size_
 	/* The device's reservation moves; the resource's stays (the same bytes). */
 	tfa_tracking_unreserve(tfa_device_tracker(c->code), c->nbytes, 0, c->reserved);
 	tfa_tracking_record_external(to, ptr, c->nbytes, actual, kind, c->stack_id, c->tag, false);
+	tfa_device_sample(code, false);
 }
 
 bool
@@ -308,11 +309,13 @@ tfa_cuda_end(tfa_cuda_call_t *c, bool ok, uintptr_t ptr, size_t actual, uint8_t 
 	if (!c->active)
 		return;
 	tfa_tracking_allocator_t *ta = tfa_device_tracker(c->code);
-	if (ok && ptr != 0)
+	if (ok && ptr != 0) {
 		tfa_tracking_record_external(ta, ptr, c->nbytes, actual, kind, c->stack_id, c->tag,
 					     c->reserved);
-	else
+		tfa_device_sample(c->code, false);
+	} else {
 		tfa_tracking_unreserve(ta, c->nbytes, c->tag, c->reserved);
+	}
 }
 
 void
@@ -322,9 +325,10 @@ tfa_cuda_forget(uintptr_t ptr)
 
 	if (ptr == 0 || !tfa_ptr_table_lookup(tfa_devices_table(), ptr, &rec))
 		return;
-	tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used((unsigned)(rec.size_meta >> 53) & 31);
-	if (ta != NULL)
-		(void)tfa_tracking_forget(ta, ptr, NULL);
+	unsigned code = (unsigned)(rec.size_meta >> 53) & 31;
+	tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(code);
+	if (ta != NULL && tfa_tracking_forget(ta, ptr, NULL))
+		tfa_device_sample(code, false);
 }
 
 /*

@@ -131,6 +131,19 @@ def check_ledger(proc, ledger, what):
         check(in_use == got.get("bytes_in_use", 0),
               "%s %s: sites hold %d bytes, the device %d" % (what, dev, in_use,
                                                              got.get("bytes_in_use", 0)))
+    # Memory over time per device: it ends at the bytes in use, never passes the peak.
+    tls = {t["device"]: t["points"] for t in proc.get("device_timelines", [])}
+    for dev, got in devs.items():
+        if dev == "cpu" or got["num_allocs"] == 0:
+            continue
+        pts = tls.get(dev)
+        check(pts, "%s %s: no timeline" % (what, dev))
+        check(pts[-1]["bytes_in_use"] == got["bytes_in_use"],
+              "%s %s: timeline ends at %d, bytes in use %d" % (what, dev, pts[-1]["bytes_in_use"],
+                                                              got["bytes_in_use"]))
+        check(max(p["bytes_in_use"] for p in pts) <= got["peak_bytes_in_use"],
+              "%s %s: timeline above the peak" % (what, dev))
+        check(all(a["t"] <= b["t"] for a, b in zip(pts, pts[1:])), "%s %s: time goes back" % (what, dev))
     # cpu keeps its own figures: no device allocation counted there.
     check(devs["cpu"]["allocator"] != "cuda", "cpu device")
 
