@@ -279,9 +279,11 @@ tfa_cuda_end_on(tfa_cuda_call_t *c, unsigned code, bool ok, uintptr_t ptr, size_
 		return;
 	}
 	/* The device's reservation moves; the resource's stays (the same bytes). */
+	tfa_shim_call_begin();
 	tfa_tracking_unreserve(tfa_device_tracker(c->code), c->nbytes, 0, c->reserved);
 	tfa_tracking_record_external(to, ptr, c->nbytes, actual, kind, c->stack_id, c->tag, false);
 	tfa_device_sample(code, false);
+	tfa_shim_call_end();
 }
 
 bool
@@ -293,14 +295,18 @@ tfa_cuda_begin(tfa_cuda_call_t *c, unsigned code, size_t nbytes)
 		return true;
 	c->code = code;
 	c->nbytes = nbytes;
+	/* Bookkeeping holds the shim's locks: a fatal signal waits for its end (core/shim.h). */
+	tfa_shim_call_begin();
 	if (tfa_unlikely(tfa_control_tag_by_thread))
 		tfa_control_thread_tag();
 	c->tag = tfa_tls.tag;
-	if (!tfa_tracking_reserve(ta, nbytes, c->tag, &c->reserved))
-		return false;
-	c->active = true;
-	c->stack_id = tfa_shim_stack_for(nbytes);
-	return true;
+	bool ok = tfa_tracking_reserve(ta, nbytes, c->tag, &c->reserved);
+	if (ok) {
+		c->active = true;
+		c->stack_id = tfa_shim_stack_for(nbytes);
+	}
+	tfa_shim_call_end();
+	return ok;
 }
 
 void
@@ -309,6 +315,7 @@ tfa_cuda_end(tfa_cuda_call_t *c, bool ok, uintptr_t ptr, size_t actual, uint8_t 
 	if (!c->active)
 		return;
 	tfa_tracking_allocator_t *ta = tfa_device_tracker(c->code);
+	tfa_shim_call_begin();
 	if (ok && ptr != 0) {
 		tfa_tracking_record_external(ta, ptr, c->nbytes, actual, kind, c->stack_id, c->tag,
 					     c->reserved);
@@ -316,6 +323,7 @@ tfa_cuda_end(tfa_cuda_call_t *c, bool ok, uintptr_t ptr, size_t actual, uint8_t 
 	} else {
 		tfa_tracking_unreserve(ta, c->nbytes, c->tag, c->reserved);
 	}
+	tfa_shim_call_end();
 }
 
 void
@@ -327,8 +335,10 @@ tfa_cuda_forget(uintptr_t ptr)
 		return;
 	unsigned code = (unsigned)(rec.size_meta >> 53) & 31;
 	tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(code);
+	tfa_shim_call_begin();
 	if (ta != NULL && tfa_tracking_forget(ta, ptr, NULL))
 		tfa_device_sample(code, false);
+	tfa_shim_call_end();
 }
 
 /*
