@@ -198,8 +198,8 @@ tfa_devices_set_limits(const char *spec)
 			return -EINVAL;
 		want[code] = (int64_t)bytes;
 		p += n;
-		if (*p == ',')
-			p++;
+		if (*p == ',' && *++p == '\0')
+			return -EINVAL; /* a trailing comma */
 	}
 	tfa_lock(&devices_lock);
 	for (unsigned c = 1; c < TFA_DEVCODES; c++) {
