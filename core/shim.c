@@ -988,6 +988,10 @@ struct leak_walk {
 	uint64_t blocks;
 	uint64_t class_bytes[TFA_LEAK_REACHABLE + 1];  /* by enum tfa_prof_leak_kind_e */
 	uint64_t class_blocks[TFA_LEAK_REACHABLE + 1];
+	/* The part of the figures above that other devices (CUDA) leaked. */
+	uint64_t dev_bytes;
+	uint64_t dev_blocks;
+	uint64_t dev_class_bytes[TFA_LEAK_REACHABLE + 1];
 	bool classified;
 };
 
@@ -1038,6 +1042,11 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, u
 	w->blocks++;
 	w->class_bytes[kind] += requested;
 	w->class_blocks[kind]++;
+	if (device != TFA_DEVCODE_CPU) {
+		w->dev_bytes += requested;
+		w->dev_blocks++;
+		w->dev_class_bytes[kind] += requested;
+	}
 }
 
 static uint64_t
@@ -1330,6 +1339,8 @@ out_undo:
 	w->bytes = w->blocks = 0;
 	memset(w->class_bytes, 0, sizeof(w->class_bytes));
 	memset(w->class_blocks, 0, sizeof(w->class_blocks));
+	w->dev_bytes = w->dev_blocks = 0;
+	memset(w->dev_class_bytes, 0, sizeof(w->dev_class_bytes));
 out:
 	tfa_arena_unmap(work, work_bytes);
 	tfa_arena_unmap(c.blocks, c.blocks_bytes);
@@ -1676,15 +1687,21 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 
 	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
 	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
-	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	/* The cpu's figures: the CUDA devices have lines of their own. */
+	uint64_t leaked_blocks = leaks->blocks - leaks->dev_blocks;
+	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes - leaks->dev_bytes);
 	/* With classes: how much of it memcheck would call lost. */
 	char classes[160] = "";
-	if (leaks->classified && leaks->blocks != 0) {
+	if (leaks->classified && leaked_blocks != 0) {
 		char d[32], i[32], p[32], r[32];
-		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]);
-		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]);
-		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]);
-		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]);
+		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]
+						   - leaks->dev_class_bytes[TFA_LEAK_DEFINITE]);
+		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]
+						   - leaks->dev_class_bytes[TFA_LEAK_INDIRECT]);
+		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_POSSIBLE]);
+		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_REACHABLE]);
 		tfa_snprintf(classes, sizeof(classes), ": %s definitely lost, %s indirectly, %s possibly, %s reachable",
 			     d, i, p, r);
 	}
@@ -1700,7 +1717,7 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
 	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
-		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
+		peak, (long long)st->num_allocs, total, (unsigned long long)leaked_blocks, leaked,
 		classes, errors, where);
 	print_device_summaries(leaks);
 }
