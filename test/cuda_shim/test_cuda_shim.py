@@ -308,6 +308,32 @@ def compare_resolver(plain, shim, what):
     return a, b, replaced
 
 
+def case_html(ctx):
+    """The HTML report draws a plot per CUDA device (as Chromium renders it, when installed)."""
+    out_dir = ctx.tmp()
+    rc, out, err = ctx.run([ctx.prog("tc_driver")], outdir=out_dir)
+    check(rc == 0, "tc_driver exited %d: %s" % (rc, err))
+    (prof,) = glob.glob(os.path.join(out_dir, "*.prof"))
+    html = os.path.join(out_dir, "r.html")
+    with open(html, "w") as f:
+        r = subprocess.run([ctx.a.tool, "report", "--format", "html", prof], stdout=f,
+                           stderr=subprocess.PIPE, env=BASE_ENV)
+    check(r.returncode == 0, "report --format html: %s" % r.stderr.decode())
+    text = open(html).read()
+    check('"device_timelines"' in text and '"cuda:0"' in text, "no device series in the HTML")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                        "file://" + html], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       timeout=120)
+    dom = r.stdout.decode(errors="replace")
+    for dev in ("cuda_0", "cuda_1", "cuda_host", "cuda_managed"):
+        check('id="tfa-timeline-%s"' % dev in dom, "no plot of %s in the rendered page" % dev)
+    check(dom.count('id="tfa-timeline"') == 1 and dom.count('id="tfa-peak-marker"') == 1,
+          "the cpu plot's ids are not unique")
+
+
 def case_resolver(ctx):
     prog = ctx.prog("tc_resolver")
     rc1, plain, err1 = ctx.run([prog], shim=False)
