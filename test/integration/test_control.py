@@ -195,7 +195,8 @@ def readme_python_case(ctx):
     plain = ctx.run_plain(["/usr/bin/python3", src], env=env)
     T.check_eq((plain.returncode, plain.out), (0, "inactive 0 0\n"), "the Python example without the shim")
     r, rep = ctx.run_and_report(["/usr/bin/python3", src], what="README Python example", env=env)
-    T.check_eq(r.out, "active 1 65536\n", "the Python example under the shim")
+    # A bytearray of n bytes is a malloc of n + 1 (its terminating NUL).
+    T.check_eq(r.out, "active 1 65537\n", "the Python example under the shim")
 
 
 CASES = {
