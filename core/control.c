@@ -107,13 +107,21 @@ handle_tag(const tfalloc_resource_handle_t *h, uint32_t *tag)
 	return TFALLOC_OK;
 }
 
-/* The device code of a device name (core/devices.h): cpu, cuda_host, cuda_managed, cuda:N. */
+/*
+ * The device code of a device the process has: cpu, and the CUDA devices
+ * (core/devices.h: cuda_host, cuda_managed, cuda:N) it allocated on.
+ * ENOENT for any other name, a CUDA device never used included.
+ */
 static int
 device_code(const char *device, unsigned *code)
 {
 	if (device == NULL)
 		return TFALLOC_EINVAL;
-	return tfa_devcode_parse(device, code) == 0 ? TFALLOC_OK : TFALLOC_ENOENT;
+	if (tfa_devcode_parse(device, code) != 0)
+		return TFALLOC_ENOENT;
+	if (*code != TFA_DEVCODE_CPU && tfa_device_tracker_if_used(*code) == NULL)
+		return TFALLOC_ENOENT;
+	return TFALLOC_OK;
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
