@@ -46,6 +46,7 @@ typedef enum tfa_alloc_kind_e {
 	TFA_KIND_NEW_ARRAY = 2, /* operator new[] */
 	TFA_KIND_INTERNAL = 3,  /* made while the guard was held: not the program's */
 	TFA_KIND_DEVICE = 4,    /* a device API (CUDA) */
+	TFA_KIND_DEVICE_HANDLE = 5, /* a device API's physical memory handle (CUDA VMM): the key is the handle */
 } tfa_alloc_kind_t;
 
 /* Larger requests cannot succeed on x86-64 (128 TiB of user address space). */

@@ -37,6 +37,7 @@
 #include "registry/backends.h"
 #include "registry/jemalloc_fast.h"
 #include "core/control.h"
+#include "core/devices.h"
 #include "registry/registry.h"
 
 extern char **environ;
@@ -139,6 +140,8 @@ kind_call(uint8_t kind, bool allocating)
 		return allocating ? "operator new[]" : "operator delete[]";
 	case TFA_KIND_DEVICE:
 		return allocating ? "a device allocation" : "a device free";
+	case TFA_KIND_DEVICE_HANDLE:
+		return allocating ? "cuMemCreate" : "cuMemRelease";
 	default:
 		return "the runtime";
 	}
@@ -375,6 +378,14 @@ stack_for(size_t nbytes)
 			return 0;
 	}
 	return capture_stack();
+}
+
+uint32_t
+tfa_shim_stack_for(size_t nbytes)
+{
+	if (tfa_shim_state() != TFA_SHIM_READY)
+		return 0;
+	return stack_for(nbytes);
 }
 
 /*
@@ -1004,10 +1015,14 @@ tfa_shim_init(void)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
 						       opts.limit > INT64_MAX ? INT64_MAX
 									      : (int64_t)opts.limit);
+	if (opts.cuda_limit[0] != '\0' && tfa_devices_set_limits(opts.cuda_limit) != 0)
+		tfa_log("TFALLOC_CUDA_LIMIT=%s: expected ORDINAL:SIZE[,ORDINAL:SIZE...] "
+			"(e.g. 0:8G,1:4G; also host:SIZE, managed:SIZE): ignored", opts.cuda_limit);
 	capture_identity();
 	init_stacks();
 	tfa_control_init(opts.tag_by);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	timeline_sample(timeline.start_ns, true);
 	if (opts.profile && opts.flush_interval_ms != 0)
 		next_flush_ns = timeline.start_ns
@@ -1055,6 +1070,10 @@ struct leak_walk {
 	uint64_t blocks;
 	uint64_t class_bytes[TFA_LEAK_REACHABLE + 1];  /* by enum tfa_prof_leak_kind_e */
 	uint64_t class_blocks[TFA_LEAK_REACHABLE + 1];
+	/* The part of the figures above that other devices (CUDA) leaked. */
+	uint64_t dev_bytes;
+	uint64_t dev_blocks;
+	uint64_t dev_class_bytes[TFA_LEAK_REACHABLE + 1];
 	bool classified;
 };
 
@@ -1105,6 +1124,11 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, u
 	w->blocks++;
 	w->class_bytes[kind] += requested;
 	w->class_blocks[kind]++;
+	if (device != TFA_DEVCODE_CPU) {
+		w->dev_bytes += requested;
+		w->dev_blocks++;
+		w->dev_class_bytes[kind] += requested;
+	}
 }
 
 static uint64_t
@@ -1128,6 +1152,20 @@ leak_visit(void *arg, const tfa_record_t *rec)
 		return;
 	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
 		 allocated_size_of(&info), info.ptr);
+}
+
+/* A live block of another device (core/devices.h): allocated bytes are its requested bytes. */
+static void
+device_leak_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_walk *w = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+		 info.requested, info.ptr);
 }
 
 /* ---- leak classes at exit (core/leak_scan.h) ----------------------------------------------- */
@@ -1244,6 +1282,44 @@ collect_visit(void *arg, const tfa_record_t *rec)
 }
 
 /*
+ * A block of another device is a node of the graph like a heap block (its
+ * own class is decided in classify_leaks: definite).  Device memory (cuda:N)
+ * is never read; pinned host and managed memory is host memory and is
+ * scanned for pointers like the heap, so that the host blocks it holds are
+ * classified as usual.
+ */
+static void
+collect_device_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_collect *c = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	if (c->failed || (c->n == c->cap && !collect_grow(c))) {
+		c->failed = true;
+		return;
+	}
+	c->blocks[c->n] = (tfa_leak_block_t){
+		.addr = info.ptr,
+		.size = info.requested,
+		.user = (uint32_t)c->n,
+		/* Device memory cannot be read; a VMM record's key is a handle, not memory. */
+		.flags = info.device >= TFA_DEVCODE_CUDA0 || info.kind == TFA_KIND_DEVICE_HANDLE
+				 ? TFA_LEAK_NOSCAN
+				 : 0,
+	};
+	c->recs[c->n] = (struct leak_rec){
+		.allocated = info.requested,
+		.stack_id = info.stack_id,
+		.tag = (uint16_t)info.tag,
+		.device = info.device,
+	};
+	c->n++;
+}
+
+/*
  * The anonymous memory the program mapped itself (pymalloc's arenas, the
  * loader's link_maps) is a root, as for memcheck, when the shim knows all of
  * its own: every mapping of its arena and of its private jemalloc went
@@ -1299,6 +1375,7 @@ classify_leaks(struct leak_walk *w)
 	if (tfa_leak_maps_read(&maps) != 0)
 		return false;
 	tfa_ptr_table_foreach(&process_table, collect_visit, &c);
+	tfa_ptr_table_foreach(tfa_devices_table(), collect_device_visit, &c);
 	if (c.failed)
 		goto out_undo;
 	work_bytes = (2 * c.n + 1) * sizeof(uint32_t);
@@ -1321,8 +1398,17 @@ classify_leaks(struct leak_walk *w)
 	for (size_t i = 0; i < c.n; i++) {
 		const tfa_leak_block_t *b = &c.blocks[i];
 		const struct leak_rec *r = &c.recs[b->user];
+		/*
+		 * A CUDA block still allocated at exit is definitely lost, as
+		 * compute-sanitizer's leak check reports it: the driver keeps every
+		 * allocation in its own tables (host memory the scan reads), so
+		 * reachability says nothing, and only the context's teardown gives
+		 * the memory back.  Pinned host and managed blocks were still
+		 * scanned above: what they point to is classified as usual.
+		 */
+		uint8_t cls = r->device != TFA_DEVCODE_CPU ? (uint8_t)TFA_LEAK_DEFINITE : b->cls;
 		if (!r->internal)
-			leak_add(w, r->stack_id, r->tag, r->device, b->cls, b->size, r->allocated, b->addr);
+			leak_add(w, r->stack_id, r->tag, r->device, cls, b->size, r->allocated, b->addr);
 	}
 	w->classified = true;
 	ok = true;
@@ -1335,6 +1421,8 @@ out_undo:
 	w->bytes = w->blocks = 0;
 	memset(w->class_bytes, 0, sizeof(w->class_bytes));
 	memset(w->class_blocks, 0, sizeof(w->class_blocks));
+	w->dev_bytes = w->dev_blocks = 0;
+	memset(w->dev_class_bytes, 0, sizeof(w->dev_class_bytes));
 out:
 	tfa_arena_unmap(work, work_bytes);
 	tfa_arena_unmap(c.blocks, c.blocks_bytes);
@@ -1409,10 +1497,16 @@ write_stack_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 		tfa_pw_u64(w, pcs[i]);
 }
 
+struct site_visit {
+	tfa_pw_t *w;
+	const char *device;
+};
+
 static void
 write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 {
-	tfa_pw_t *w = arg;
+	const struct site_visit *v = arg;
+	tfa_pw_t *w = v->w;
 	uint64_t f[TFA_SITEF_FIELD_COUNT] = {
 		[TFA_SITEF_NUM_ALLOCS] = site->allocs,
 		[TFA_SITEF_TOTAL_BYTES] = site->total_bytes,
@@ -1422,7 +1516,7 @@ write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 	};
 
 	tfa_pw_begin(w, TFA_REC_SITE);
-	tfa_pw_str(w, "cpu");
+	tfa_pw_str(w, v->device);
 	tfa_pw_u32(w, stack_id);
 	tfa_pw_counts(w, f, TFA_SITEF_FIELD_COUNT);
 	tfa_pw_end(w);
@@ -1461,7 +1555,18 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_begin(w, TFA_REC_STACKS);
 	tfa_stack_table_foreach(&tfa_process_stacks, write_stack_visit, w);
 	tfa_pw_end(w);
-	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, w);
+	struct site_visit v = { .w = w, .device = "cpu" };
+	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, &v);
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t dst;
+		if (ta == NULL || ta->sites == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &dst);
+		v.device = tfa_devcode_name(c);
+		tfa_sites_foreach(ta->sites, dst.peak_bytes_in_use, dst.bytes_in_use, write_site_visit, &v);
+	}
 }
 
 #define TIMELINE_POINT_BYTES 36u
@@ -1490,6 +1595,39 @@ write_timeline_records(tfa_pw_t *w, const tfa_allocator_stats_t *st)
 		tfa_pw_end(w);
 	}
 	tfa_unlock(&timeline_lock);
+}
+
+/* One DEVICE record per other device something was allocated on (core/devices.h). */
+static void
+write_device_records(tfa_pw_t *w)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t d;
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &d);
+		uint64_t f[TFA_DEV_FIELD_COUNT] = {
+			[TFA_DEV_NUM_ALLOCS] = (uint64_t)d.num_allocs,
+			[TFA_DEV_NUM_FREES] = (uint64_t)d.num_frees,
+			[TFA_DEV_NUM_REALLOCS] = (uint64_t)d.num_reallocs,
+			[TFA_DEV_BYTES_IN_USE] = (uint64_t)d.bytes_in_use,
+			[TFA_DEV_PEAK_BYTES_IN_USE] = (uint64_t)d.peak_bytes_in_use,
+			[TFA_DEV_LARGEST_ALLOC_SIZE] = (uint64_t)d.largest_alloc_size,
+			[TFA_DEV_TOTAL_BYTES] = (uint64_t)d.total_bytes,
+			[TFA_DEV_BYTES_LIMIT] = (uint64_t)d.bytes_limit,
+			[TFA_DEV_ALLOCATED_BYTES_IN_USE] = (uint64_t)d.allocated_bytes_in_use,
+			[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = (uint64_t)d.peak_allocated_bytes_in_use,
+			[TFA_DEV_TOTAL_ALLOCATED_BYTES] = (uint64_t)d.total_allocated_bytes,
+			[TFA_DEV_SHIM_OVERHEAD_BYTES] = 0,
+		};
+		tfa_pw_begin(w, TFA_REC_DEVICE);
+		tfa_pw_str(w, tfa_devcode_name(c));
+		tfa_pw_str(w, tfa_allocator_name(ta->wrapper.wrapped));
+		tfa_pw_counts(w, f, TFA_DEV_FIELD_COUNT);
+		tfa_pw_end(w);
+	}
 }
 
 static void
@@ -1530,9 +1668,11 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_str(w, tfa_allocator_name(cpu_tracker.wrapper.wrapped));
 	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
 	tfa_pw_end(w);
+	write_device_records(w);
 
 	write_stack_records(w, end_reason, st);
 	write_timeline_records(w, st);
+	tfa_devices_write_timelines(w);
 	tfa_control_write_records(w);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
@@ -1553,7 +1693,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 			[TFA_LEAKF_RESOURCE] = g->tag,
 		};
 		tfa_pw_begin(w, TFA_REC_LEAK);
-		tfa_pw_str(w, "cpu");
+		tfa_pw_str(w, tfa_devcode_name(g->device));
 		tfa_pw_u32(w, g->stack_id);
 		tfa_pw_u32(w, g->kind);
 		tfa_pw_counts(w, f, TFA_LEAKF_FIELD_COUNT);
@@ -1588,6 +1728,38 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_end(w);
 }
 
+/* One line per other device something was allocated on (the first line's leaks include theirs). */
+static void
+print_device_summaries(const struct leak_walk *leaks)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t d;
+		uint64_t bytes = 0, blocks = 0;
+		char peak[32], total[32], leaked[32];
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &d);
+		for (size_t g = 0; leaks->groups != NULL && g < leaks->cap; g++) {
+			if (leaks->groups[g].blocks != 0 && leaks->groups[g].device == c) {
+				bytes += leaks->groups[g].bytes;
+				blocks += leaks->groups[g].blocks;
+			}
+		}
+		if (leaks->overflow.blocks != 0 && leaks->overflow.device == c) {
+			bytes += leaks->overflow.bytes;
+			blocks += leaks->overflow.blocks;
+		}
+		tfa_format_bytes(peak, sizeof(peak), (uint64_t)d.peak_bytes_in_use);
+		tfa_format_bytes(total, sizeof(total), (uint64_t)d.total_bytes);
+		tfa_format_bytes(leaked, sizeof(leaked), bytes);
+		tfa_log("%s: %s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)", proc.comm,
+			tfa_devcode_name(c), peak, (long long)d.num_allocs, total,
+			(unsigned long long)blocks, leaked);
+	}
+}
+
 static void
 print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, int write_err)
 {
@@ -1597,15 +1769,21 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 
 	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
 	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
-	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	/* The cpu's figures: the CUDA devices have lines of their own. */
+	uint64_t leaked_blocks = leaks->blocks - leaks->dev_blocks;
+	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes - leaks->dev_bytes);
 	/* With classes: how much of it memcheck would call lost. */
 	char classes[160] = "";
-	if (leaks->classified && leaks->blocks != 0) {
+	if (leaks->classified && leaked_blocks != 0) {
 		char d[32], i[32], p[32], r[32];
-		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]);
-		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]);
-		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]);
-		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]);
+		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]
+						   - leaks->dev_class_bytes[TFA_LEAK_DEFINITE]);
+		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]
+						   - leaks->dev_class_bytes[TFA_LEAK_INDIRECT]);
+		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_POSSIBLE]);
+		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_REACHABLE]);
 		tfa_snprintf(classes, sizeof(classes), ": %s definitely lost, %s indirectly, %s possibly, %s reachable",
 			     d, i, p, r);
 	}
@@ -1621,8 +1799,9 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
 	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
-		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
+		peak, (long long)st->num_allocs, total, (unsigned long long)leaked_blocks, leaked,
 		classes, errors, where);
+	print_device_summaries(leaks);
 }
 
 /* A periodic snapshot could not be written: said once, not at every interval. */
@@ -1703,8 +1882,10 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	bool classify = opts.leak_classes && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
 	if (classify && final_ctx.stack_lo == 0)
 		capture_final_context();
-	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks)))
+	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks))) {
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
+		tfa_ptr_table_foreach(tfa_devices_table(), device_leak_visit, &leaks);
+	}
 	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
 
 	if (opts.profile)
@@ -1963,6 +2144,7 @@ tfa_shim_prefork(void)
 	tfa_stack_table_prefork(&tfa_process_stacks);
 	tfa_modules_prefork();
 	tfa_ptr_table_prefork(&process_table);
+	tfa_devices_prefork();
 	tfa_thread_prefork();
 	tfa_arena_prefork();
 	tfa_own_maps_prefork();
@@ -1977,6 +2159,7 @@ tfa_shim_postfork_parent(void)
 	tfa_own_maps_postfork_parent();
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
+	tfa_devices_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
 	tfa_modules_postfork_parent();
 	tfa_stack_table_postfork_parent(&tfa_process_stacks);
@@ -1994,6 +2177,7 @@ tfa_shim_postfork_child(void)
 	tfa_own_maps_postfork_child();
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
+	tfa_devices_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);
 	tfa_modules_postfork_child();
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
@@ -2015,6 +2199,7 @@ tfa_shim_postfork_child(void)
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	if (next_flush_ns != 0)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
@@ -2100,8 +2285,10 @@ tfa_shim_call_end(void)
 bool
 tfa_shim_device_stats(unsigned device, tfa_allocator_stats_t *out)
 {
-	if (device != TFA_DEVICE_CPU)
-		return false;
+	if (device != TFA_DEVICE_CPU) {
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(device);
+		return ta != NULL && tfa_tracking_allocator_get_stats(ta, out);
+	}
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	return tfa_tracking_allocator_get_stats(&cpu_tracker, out);
 }
@@ -2109,8 +2296,14 @@ tfa_shim_device_stats(unsigned device, tfa_allocator_stats_t *out)
 bool
 tfa_shim_pointer_info(const void *ptr, tfa_alloc_info_t *info, uint64_t *allocated)
 {
-	if (!tfa_tracking_lookup(&cpu_tracker, ptr, info))
-		return false;
+	if (!tfa_tracking_lookup(&cpu_tracker, ptr, info)) {
+		tfa_record_t rec;
+		if (!tfa_ptr_table_lookup(tfa_devices_table(), (uintptr_t)ptr, &rec))
+			return false;
+		tfa_record_unpack(&rec, info);
+		*allocated = info->requested;
+		return true;
+	}
 	*allocated = allocated_size_of(info);
 	return true;
 }
@@ -2125,6 +2318,12 @@ const char *
 tfa_shim_profile_path(void)
 {
 	return profile_path;
+}
+
+bool
+tfa_shim_cuda_trace(void)
+{
+	return opts.cuda_trace;
 }
 
 bool
