@@ -15,6 +15,8 @@ Cases:
               hold, allocations growing from one snapshot to the next
   top         tfalloc top -n 3 on the busy program: 3 refreshes of the cpu
               device with plausible figures, "resources: none"
+  resources   the same with TFALLOC_TAG_BY=thread: a row per ring thread's
+              resource (threads/ring0, threads/ring1) with its own blocks
   no_shim     a process without the shim: one clear line, exit status 1, and
               the process lives on
   fork        a fork child answers with its own profile (its pid, forked,
@@ -255,6 +257,26 @@ def case_top(ctx):
     T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "busy under top\n" + r.describe())
 
 
+def case_resources(ctx):
+    """With TFALLOC_TAG_BY=thread each ring thread's blocks are its resource's."""
+    argv = [str(a) for a in (ctx.prog("tp_live"), "busy", 2, N, SIZE)]
+    live = Live(ctx, argv, env={"TFALLOC_TAG_BY": "thread"}).ready()
+    r = tool(ctx, "top", "-n", 2, "-d", "0.3", live.p.pid)
+    T.check(r.returncode == 0, "tfalloc top failed\n" + r.describe())
+    T.check_eq(r.out.count("\nresource "), 2, "resource tables:\n" + r.out)
+    for ring in ("ring0", "ring1"):
+        rows = [l.split() for l in r.out.splitlines() if l.startswith("threads/%s " % ring)]
+        T.check_eq(len(rows), 2, "rows of threads/%s:\n%s" % (ring, r.out))
+        for row in rows:
+            # NAME DEVICE IN_USE UNIT PEAK UNIT ALLOCATIONS FREES RATE
+            T.check_eq(row[1], "cpu", "device of threads/" + ring)
+            in_use = float(row[2]) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[row[3]]
+            T.check_range(in_use, (N - 1) * SIZE * 0.99, N * SIZE * 1.01, "threads/%s: in use" % ring)
+            T.check(int(row[6]) >= N and int(row[8]) > 0, "threads/%s: %r" % (ring, row))
+    r = live.finish()
+    T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "busy, tagged by thread\n" + r.describe())
+
+
 def case_no_shim(ctx):
     argv = [str(a) for a in (ctx.prog("tp_live"), "idle", 10, 10)]
     live = Live(ctx, argv, how="plain").ready()
@@ -386,6 +408,7 @@ T.main({
     "sleep": lambda ctx: case_idle(ctx, "sleep"),
     "busy": case_busy,
     "top": case_top,
+    "resources": case_resources,
     "no_shim": case_no_shim,
     "fork": case_fork,
     "handler": case_handler,

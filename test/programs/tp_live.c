@@ -10,10 +10,11 @@
  *   sleep N SIZE          holds N blocks; sleeps in nanosleep, 20 ms at a
  *                         time (an interrupted sleep goes on with what was
  *                         left), looking at stdin between sleeps.
- *   busy T N SIZE         T threads each hold a ring of N blocks of SIZE
- *                         and replace them one after the other (free, then
- *                         malloc) until stdin ends: N - 1 or N blocks each
- *                         at any moment.  "READY" once every ring is full.
+ *   busy T N SIZE         T threads, named ring0, ring1..., each hold a ring
+ *                         of N blocks of SIZE and replace them one after the
+ *                         other (free, then malloc) until stdin ends: N - 1
+ *                         or N blocks each at any moment.  "READY" once
+ *                         every ring is full.
  *   fork N SIZE M         holds N blocks, forks; the child allocates M more
  *                         and waits on stdin too; "READY" once the child's
  *                         are in place.  The parent waits for the child and
@@ -98,6 +99,7 @@ sleep_until_stdin(void)
 
 struct ring {
 	pthread_t th;
+	int index;
 	long n;
 	size_t size;
 	void **blocks;
@@ -112,7 +114,11 @@ static void *
 spin(void *arg)
 {
 	struct ring *r = arg;
+	char name[16];
 
+	/* Named before it allocates: TFALLOC_TAG_BY=thread charges its blocks to threads/ringT. */
+	snprintf(name, sizeof(name), "ring%d", r->index);
+	TP_CHECK(pthread_setname_np(pthread_self(), name) == 0, "pthread_setname_np");
 	for (long i = 0; i < r->n; i++) {
 		r->blocks[i] = malloc(r->size);
 		TP_CHECK(r->blocks[i] != NULL, "malloc");
@@ -138,6 +144,7 @@ busy(int nt, long n, size_t size)
 
 	TP_CHECK(nt >= 1 && nt <= MAX_THREADS, "threads: 1 to %d", MAX_THREADS);
 	for (int t = 0; t < nt; t++) {
+		rings[t].index = t;
 		rings[t].n = n;
 		rings[t].size = size;
 		rings[t].blocks = malloc((size_t)n * sizeof(void *));
