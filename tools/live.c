@@ -327,10 +327,13 @@ target_open(struct target *t, const char *cmd, const char *arg)
 	return 0;
 }
 
+/* What send_request and ask return when the process is gone (no message: the caller says it). */
+#define LIVE_ENDED 3
+
 /*
  * Sends the request to one thread that does not block the signal: a running
  * one when there is one (nothing is interrupted), else the main thread, else
- * any.  Returns 0, or 1 after a message.
+ * any.  Returns 0, 1 after a message, or LIVE_ENDED.
  */
 static int
 send_request(struct target *t, uint64_t value)
@@ -342,7 +345,7 @@ send_request(struct target *t, uint64_t value)
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
 	DIR *d = opendir(path);
 	if (d == NULL)
-		return errno == ENOENT ? live_fail(t->cmd, "process %d ended", (int)t->pid)
+		return errno == ENOENT ? LIVE_ENDED
 				       : live_fail(t->cmd, "cannot read %s: %s", path, strerror(errno));
 	for (struct dirent *e; (e = readdir(d)) != NULL;) {
 		pid_t tid = (pid_t)atoi(e->d_name);
@@ -377,7 +380,7 @@ send_request(struct target *t, uint64_t value)
 	closedir(d);
 	pid_t tid = running != 0 ? running : main_ok != 0 ? main_ok : other;
 	if (threads == 0)
-		return live_fail(t->cmd, "process %d ended", (int)t->pid);
+		return LIVE_ENDED;
 	if (tid == 0 && stopped == threads)
 		return live_fail(t->cmd, "process %d is stopped: it answers when it runs again (kill -CONT %d)",
 				 (int)t->pid, (int)t->pid);
@@ -396,7 +399,7 @@ send_request(struct target *t, uint64_t value)
 		if (errno == ESRCH) /* the thread ended meanwhile: the process picks one */
 			if (syscall(SYS_rt_sigqueueinfo, (int)t->pid, t->sig, &si) == 0)
 				return 0;
-		return errno == ESRCH ? live_fail(t->cmd, "process %d ended", (int)t->pid)
+		return errno == ESRCH ? LIVE_ENDED
 				      : live_fail(t->cmd, "cannot send signal %d to process %d: %s", t->sig,
 						  (int)t->pid, strerror(errno));
 	}
@@ -405,8 +408,8 @@ send_request(struct target *t, uint64_t value)
 
 /*
  * Asks for kind and waits for the answer (at most timeout seconds): a
- * malloc'd buffer in *data.  Returns 0, 1 after a message, or 3 when the
- * process ended before it answered (no message: the caller says it).
+ * malloc'd buffer in *data.  Returns 0, 1 after a message, or LIVE_ENDED
+ * when the process ended before it answered.
  */
 static int
 ask(struct target *t, unsigned kind, double timeout, char **data, size_t *len)
@@ -433,7 +436,7 @@ ask(struct target *t, unsigned kind, double timeout, char **data, size_t *len)
 		if (errno != ENOENT && errno != EACCES)
 			return live_fail(t->cmd, "cannot read the answer %s: %s", name, strerror(errno));
 		if (process_gone(t->pid))
-			return 3;
+			return LIVE_ENDED;
 		double waited = now_s() - start;
 		if (waited > timeout)
 			return live_fail(t->cmd, "no answer from process %d within %.0f s (it may block signal "
@@ -547,7 +550,7 @@ tfa_cmd_snapshot(int argc, char **argv)
 	char *answer;
 	size_t len;
 	rc = ask(&t, TFA_REMOTE_SNAPSHOT, timeout, &answer, &len);
-	if (rc == 3)
+	if (rc == LIVE_ENDED)
 		return live_fail("snapshot", "process %d ended before it answered", (int)t.pid);
 	if (rc != 0)
 		return rc;
@@ -861,7 +864,7 @@ tfa_cmd_top(int argc, char **argv)
 		char *data;
 		size_t len;
 		int r = ask(&t, TFA_REMOTE_STATS, timeout, &data, &len);
-		if (r == 3) {
+		if (r == LIVE_ENDED) {
 			fprintf(stderr, "tfalloc: top: process %d ended\n", (int)t.pid);
 			break;
 		}
