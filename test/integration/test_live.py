@@ -17,8 +17,10 @@ Cases:
               device with plausible figures, "resources: none"
   resources   the same with TFALLOC_TAG_BY=thread: a row per ring thread's
               resource (threads/ring0, threads/ring1) with its own blocks
+  top_end     tfalloc top ends with status 0 (and says why) when the process
+              ends
   no_shim     a process without the shim: one clear line, exit status 1, and
-              the process lives on
+              the process lives on; usage errors exit 2, help 0
   fork        a fork child answers with its own profile (its pid, forked,
               its bytes), the parent with its own
   handler     the program's own handler of the control signal: it never sees
@@ -277,6 +279,25 @@ def case_resources(ctx):
     T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "busy, tagged by thread\n" + r.describe())
 
 
+def case_top_end(ctx):
+    """tfalloc top ends with status 0 when the process does."""
+    argv = [str(a) for a in (ctx.prog("tp_live"), "idle", 10, 10)]
+    live = Live(ctx, argv).ready()
+    top = subprocess.Popen([ctx.tool, "top", "-d", "0.1", str(live.p.pid)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=ctx.env())
+    time.sleep(0.5)
+    r = live.finish()
+    T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "tp_live under top")
+    try:
+        out, err = top.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        top.kill()
+        raise T.Failure("tfalloc top did not end with the process")
+    T.check_eq((top.returncode, err.decode()), (0, "tfalloc: top: process %d ended\n" % live.p.pid),
+               "tfalloc top at the end of the process")
+    T.check_ge(out.decode().count("\ncpu "), 2, "refreshes before the end")
+
+
 def case_no_shim(ctx):
     argv = [str(a) for a in (ctx.prog("tp_live"), "idle", 10, 10)]
     live = Live(ctx, argv, how="plain").ready()
@@ -290,8 +311,16 @@ def case_no_shim(ctx):
     T.check(live.alive(), "the process ended\n" + live.describe())
     r = live.finish()
     T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "the process after the refusal")
-    r = tool(ctx, "snapshot", "x12")
-    T.check_eq(r.returncode, 2, "snapshot of a bad pid\n" + r.describe())
+    for args in (("snapshot", "x12"), ("snapshot",), ("top", "-n", "0", pid), ("top", "-d", "x", pid),
+                 ("snapshot", "--bogus", pid), ("top", pid, pid)):
+        r = tool(ctx, *args)
+        T.check(r.returncode == 2 and r.err.startswith("tfalloc: %s: " % args[0]) and r.out == "",
+                "usage error %r\n%s" % (args, r.describe()))
+    for args in (("help", "snapshot"), ("help", "top"), ("snapshot", "--help"), ("top", "-h")):
+        r = tool(ctx, *args)
+        name = args[1] if args[0] == "help" else args[0]
+        T.check(r.returncode == 0 and r.out.startswith("usage: tfalloc %s " % name),
+                "help %r\n%s" % (args, r.describe()))
     r = tool(ctx, "snapshot", pid)
     T.check_eq((r.returncode, r.err), (1, "tfalloc: snapshot: no process %d\n" % pid), "snapshot of a dead pid")
 
@@ -409,6 +438,7 @@ T.main({
     "busy": case_busy,
     "top": case_top,
     "resources": case_resources,
+    "top_end": case_top_end,
     "no_shim": case_no_shim,
     "fork": case_fork,
     "handler": case_handler,
