@@ -53,6 +53,10 @@ struct parser {
 	size_t npcs_cap;
 	size_t nsites_cap;
 	size_t ntimeline_cap;
+	size_t nresources_cap;
+	size_t nres_devices_cap;
+	size_t ncleanups_cap;
+	size_t ncleanup_groups_cap;
 };
 
 /* One record's payload, read front to back. */
@@ -487,6 +491,87 @@ parse_site(struct record *r)
 }
 
 static int
+parse_resource(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_resource_t *res;
+	size_t at = r->pos;
+
+	res = grow(ps, p->resources, p->nresources, &ps->nresources_cap, sizeof(*res));
+	if (res == NULL)
+		return -1;
+	p->resources = res;
+	res = &p->resources[p->nresources];
+	memset(res, 0, sizeof(*res));
+	if (read_u32(r, "tag", &res->tag) < 0 || read_u32(r, "state", &res->state) < 0
+	    || read_u32(r, "refcount", &res->refcount) < 0 || read_u64(r, "type hash", &res->type_hash) < 0
+	    || read_str(r, "container", &res->container) < 0 || read_str(r, "type", &res->type) < 0
+	    || read_str(r, "name", &res->name) < 0 || read_str(r, "debug string", &res->debug) < 0
+	    || read_counts(r, "counts", res->f, TFA_RESF_FIELD_COUNT) < 0)
+		return -1;
+	if (res->tag == 0 || (p->nresources > 0 && res->tag <= p->resources[p->nresources - 1].tag))
+		return fail_at(ps, at, "%s: tag %" PRIu32 " out of order", r->what, res->tag);
+	res->first = p->nres_devices;
+	while (record_left(r) > 0) {
+		tfa_profile_res_device_t *d = grow(ps, p->res_devices, p->nres_devices,
+						   &ps->nres_devices_cap, sizeof(*d));
+		if (d == NULL)
+			return -1;
+		p->res_devices = d;
+		d = &p->res_devices[p->nres_devices];
+		memset(d, 0, sizeof(*d));
+		if (read_str(r, "device", &d->device) < 0
+		    || read_counts(r, "device counts", d->f, TFA_RESD_FIELD_COUNT) < 0)
+			return -1;
+		p->nres_devices++;
+		res->ndevices++;
+	}
+	p->nresources++;
+	return 0;
+}
+
+#define CLEANUP_GROUP_SIZE 32u
+
+static int
+parse_cleanup(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_cleanup_t *c;
+
+	c = grow(ps, p->cleanups, p->ncleanups, &ps->ncleanups_cap, sizeof(*c));
+	if (c == NULL)
+		return -1;
+	p->cleanups = c;
+	c = &p->cleanups[p->ncleanups];
+	memset(c, 0, sizeof(*c));
+	if (read_u64(r, "time", &c->t_ns) < 0 || read_str(r, "container", &c->container) < 0
+	    || read_counts(r, "counts", c->f, TFA_CLEANF_FIELD_COUNT) < 0)
+		return -1;
+	if (record_left(r) % CLEANUP_GROUP_SIZE != 0)
+		return fail_at(ps, r->pos, "%s: %zu bytes of groups, not a multiple of %u", r->what,
+		               record_left(r), CLEANUP_GROUP_SIZE);
+	c->first = p->ncleanup_groups;
+	while (record_left(r) > 0) {
+		tfa_profile_cleanup_group_t *g = grow(ps, p->cleanup_groups, p->ncleanup_groups,
+						      &ps->ncleanup_groups_cap, sizeof(*g));
+		if (g == NULL)
+			return -1;
+		p->cleanup_groups = g;
+		g = &p->cleanup_groups[p->ncleanup_groups];
+		if (read_u32(r, "tag", &g->tag) < 0 || read_u32(r, "stack_id", &g->stack_id) < 0
+		    || read_u64(r, "blocks", &g->blocks) < 0 || read_u64(r, "bytes", &g->bytes) < 0
+		    || read_u64(r, "sample address", &g->sample_address) < 0)
+			return -1;
+		p->ncleanup_groups++;
+		c->ngroups++;
+	}
+	p->ncleanups++;
+	return 0;
+}
+
+static int
 cmp_stack_id(const void *a, const void *b)
 {
 	uint32_t x = ((const tfa_profile_stack_t *)a)->id, y = ((const tfa_profile_stack_t *)b)->id;
@@ -637,6 +722,10 @@ record_name(uint32_t type)
 		return "site record";
 	case TFA_REC_TIMELINE:
 		return "timeline record";
+	case TFA_REC_RESOURCE:
+		return "resource record";
+	case TFA_REC_CLEANUP:
+		return "cleanup record";
 	case TFA_REC_END:
 		return "end record";
 	default:
@@ -718,6 +807,12 @@ parse_records(struct parser *ps, size_t off)
 			break;
 		case TFA_REC_TIMELINE:
 			rc = parse_timeline(&r);
+			break;
+		case TFA_REC_RESOURCE:
+			rc = parse_resource(&r);
+			break;
+		case TFA_REC_CLEANUP:
+			rc = parse_cleanup(&r);
 			break;
 		case TFA_REC_END:
 			rc = parse_end(&r, off, nrecords);
@@ -855,6 +950,10 @@ tfa_profile_free(tfa_profile_t *p)
 	free(p->pcs);
 	free(p->sites);
 	free(p->timeline);
+	free(p->resources);
+	free(p->res_devices);
+	free(p->cleanups);
+	free(p->cleanup_groups);
 	strings_free(p->strings_);
 	memset(p, 0, sizeof(*p));
 }
@@ -873,4 +972,20 @@ tfa_profile_error_sums(const tfa_profile_t *p, uint64_t out[TFA_ERRC_FIELD_COUNT
 		}
 	}
 	return out[TFA_ERRC_DOUBLE_FREE] + out[TFA_ERRC_INVALID_FREE] + out[TFA_ERRC_MISMATCHED_FREE];
+}
+
+const tfa_profile_resource_t *
+tfa_profile_resource(const tfa_profile_t *p, uint32_t tag)
+{
+	/* Tags are in increasing order (checked by the parser): a binary search. */
+	size_t lo = 0, hi = p->nresources;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->resources[mid].tag < tag)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nresources && p->resources[lo].tag == tag ? &p->resources[lo] : NULL;
 }

@@ -87,6 +87,45 @@ typedef struct tfa_profile_site_s {
 	uint64_t f[TFA_SITEF_FIELD_COUNT]; /* by enum tfa_prof_site_field_e */
 } tfa_profile_site_t;
 
+/* A resource's figures on one device (RESOURCE records). */
+typedef struct tfa_profile_res_device_s {
+	char *device;
+	uint64_t f[TFA_RESD_FIELD_COUNT]; /* by enum tfa_prof_res_device_field_e */
+} tfa_profile_res_device_t;
+
+/* One RESOURCE record; its devices are res_devices[first .. first + ndevices). */
+typedef struct tfa_profile_resource_s {
+	uint32_t tag;
+	uint32_t state; /* 1 live, 2 deleted */
+	uint32_t refcount;
+	uint64_t type_hash;
+	char *container;
+	char *type;
+	char *name;
+	char *debug;
+	uint64_t f[TFA_RESF_FIELD_COUNT]; /* by enum tfa_prof_resource_field_e */
+	size_t first;
+	size_t ndevices;
+} tfa_profile_resource_t;
+
+/* A group of the blocks a cleanup found live. */
+typedef struct tfa_profile_cleanup_group_s {
+	uint32_t tag;
+	uint32_t stack_id;
+	uint64_t blocks;
+	uint64_t bytes;
+	uint64_t sample_address;
+} tfa_profile_cleanup_group_t;
+
+/* One CLEANUP record; its groups are cleanup_groups[first .. first + ngroups). */
+typedef struct tfa_profile_cleanup_s {
+	uint64_t t_ns; /* CLOCK_REALTIME */
+	char *container;
+	uint64_t f[TFA_CLEANF_FIELD_COUNT]; /* by enum tfa_prof_cleanup_field_e */
+	size_t first;
+	size_t ngroups;
+} tfa_profile_cleanup_t;
+
 struct tfa_profile_strings;
 
 /*
@@ -136,6 +175,14 @@ typedef struct tfa_profile_s {
 	size_t npcs;
 	tfa_profile_site_t *sites;
 	size_t nsites;
+	tfa_profile_resource_t *resources; /* in tag order */
+	size_t nresources;
+	tfa_profile_res_device_t *res_devices;
+	size_t nres_devices;
+	tfa_profile_cleanup_t *cleanups;
+	size_t ncleanups;
+	tfa_profile_cleanup_group_t *cleanup_groups;
+	size_t ncleanup_groups;
 	tfa_profile_point_t *timeline; /* in time order */
 	size_t ntimeline;
 	uint64_t timeline_interval_ns;
@@ -165,6 +212,9 @@ int tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_pro
  * TFA_PROFILE_MAX_FILE "PATH: N bytes: larger than ...".
  */
 int tfa_profile_read_file(const char *path, tfa_profile_t *out, char *err, size_t errlen);
+
+/* The resource of a tag; NULL when the profile has none (tag 0, or an older profile). */
+const tfa_profile_resource_t *tfa_profile_resource(const tfa_profile_t *p, uint32_t tag);
 
 /*
  * The return addresses of stack id (innermost first) and their number in

@@ -18,6 +18,7 @@ typedef struct container_s {
 	uint64_t hash;
 	uint32_t live; /* in the manager (made and not cleaned up) */
 	uint32_t resources; /* live resources in it */
+	uint32_t first_tag; /* tags below it were reported by an earlier cleanup (or clear) */
 	char name[TFA_RES_NAME_MAX + 1];
 } container_t;
 
@@ -112,6 +113,8 @@ find_container(const char *name, bool create)
 		if (c->hash == h && strcmp(c->name, name) == 0) {
 			if (!c->live && !create)
 				return -1;
+			if (!c->live)
+				c->first_tag = tag_end; /* made again: a new generation */
 			c->live = 1;
 			return (int)i;
 		}
@@ -121,6 +124,7 @@ find_container(const char *name, bool create)
 	container_t *c = &containers[ncontainers];
 	c->hash = h;
 	c->live = 1;
+	c->first_tag = tag_end;
 	memcpy(c->name, name, strlen(name) + 1);
 	return (int)ncontainers++;
 }
@@ -383,7 +387,12 @@ tfa_res_cleanup(const char *container, uint32_t *tags, size_t max_tags, size_t *
 		tfa_unlock(&mgr_lock);
 		return TFA_RES_ENOENT;
 	}
-	for (uint32_t t = 1; t < tag_end; t++) {
+	/*
+	 * The resources made since the container was (re)made: those of an
+	 * earlier life of the container were reported by its earlier cleanup.
+	 */
+	uint32_t first = containers[ci].first_tag > 0 ? containers[ci].first_tag : 1;
+	for (uint32_t t = first; t < tag_end; t++) {
 		tfa_resource_t *r = tfa_res_get(t);
 		if (r->container != (uint32_t)ci)
 			continue;
@@ -552,11 +561,22 @@ tfa_res_reserve(uint32_t tag, uint64_t bytes)
 	if (r == NULL)
 		return true;
 	int64_t limit = __atomic_load_n(&r->bytes_limit, __ATOMIC_RELAXED);
-	int64_t now = __atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
-	if (limit > 0 && now > limit) {
-		__atomic_sub_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
-		return false;
+	if (limit <= 0) {
+		__atomic_add_fetch(&r->in_use, (int64_t)bytes, __ATOMIC_RELAXED);
+		return true;
 	}
+	/*
+	 * Only a reservation that fits is ever added: adding first and taking
+	 * back a refused one would make a concurrent reservation that fits see
+	 * the refused bytes and fail too.  Compared unsigned: a request of 2^63
+	 * bytes or more is no negative charge.
+	 */
+	int64_t old = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+	do {
+		if (old > limit || bytes > (uint64_t)(limit - old))
+			return false;
+	} while (!__atomic_compare_exchange_n(&r->in_use, &old, old + (int64_t)bytes, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 	return true;
 }
 

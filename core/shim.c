@@ -549,10 +549,8 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	void *p;
 
 	shim_enter();
-	if (tfa_unlikely(tfa_control_tag_by_thread) && !tfa_guard_active()) {
+	if (tfa_unlikely(tfa_control_tag_by_thread) && !tfa_guard_active())
 		tfa_control_thread_tag();
-		attrs.kind = kind;
-	}
 	attrs.stack_id = stack_for(nbytes);
 	/* Constant arguments for malloc and new: the inline path folds their checks away. */
 	if (tfa_likely(alignment == 0 && !zero)) {

@@ -19,6 +19,9 @@
  *    "sites": [{"device", "stack", "num_allocs", "total_bytes", "bytes_in_use",
  *               "blocks_in_use", "bytes_at_peak"}],
  *    "leaks": [{"device", "kind", "bytes", "blocks", "allocated_bytes", "stack"}],
+ *    "resources": [{"container", "type", "name", "state", "memory_used",
+ *                   "peak_memory_used", "bytes_limit", "num_allocs", "total_bytes",
+ *                   "leaked_bytes", "leaked_blocks"}],
  *    "stacks_by_id": {"ID": [frame index, ...innermost first]},
  *    "cut_stacks": [IDs of the stacks cut at the recorded depth],
  *    "frames": [[name, file or null, line (0: unknown), module or null, inlined (0/1)]],
@@ -376,6 +379,38 @@ html_frames(struct html_proc *hp)
 static void
 html_devices(tfa_json_t *j, const tfa_profile_t *p)
 {
+	tfa_json_key(j, "resources");
+	tfa_json_begin_array(j);
+	for (size_t i = 0; i < p->nresources; i++) {
+		const tfa_profile_resource_t *r = &p->resources[i];
+		uint64_t allocs = 0, total = 0, lb = 0, ln = 0;
+
+		for (size_t d = 0; d < r->ndevices; d++) {
+			allocs += p->res_devices[r->first + d].f[TFA_RESD_NUM_ALLOCS];
+			total += p->res_devices[r->first + d].f[TFA_RESD_TOTAL_BYTES];
+		}
+		for (size_t k = 0; k < p->nleaks; k++) {
+			if (p->leaks[k].f[TFA_LEAKF_RESOURCE] != r->tag)
+				continue;
+			lb += p->leaks[k].f[TFA_LEAKF_BYTES];
+			ln += p->leaks[k].f[TFA_LEAKF_BLOCKS];
+		}
+		tfa_json_begin_compact_object(j);
+		tfa_json_kv_string(j, "container", r->container);
+		tfa_json_kv_string(j, "type", r->type);
+		tfa_json_kv_string(j, "name", r->name);
+		tfa_json_kv_string(j, "state", tfa_prof_resource_state_name(r->state));
+		tfa_json_kv_u64(j, "memory_used", r->f[TFA_RESF_MEMORY_USED]);
+		tfa_json_kv_u64(j, "peak_memory_used", r->f[TFA_RESF_PEAK_MEMORY_USED]);
+		tfa_json_kv_u64(j, "bytes_limit", r->f[TFA_RESF_BYTES_LIMIT]);
+		tfa_json_kv_u64(j, "num_allocs", allocs);
+		tfa_json_kv_u64(j, "total_bytes", total);
+		tfa_json_kv_u64(j, "leaked_bytes", lb);
+		tfa_json_kv_u64(j, "leaked_blocks", ln);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+
 	tfa_json_key(j, "devices");
 	tfa_json_begin_array(j);
 	for (size_t i = 0; i < p->ndevices; i++) {

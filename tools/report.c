@@ -471,6 +471,122 @@ json_hex(tfa_json_t *j, const char *key, uint64_t v)
 	tfa_json_kv_string(j, key, buf);
 }
 
+/* "container/name" of a resource tag (NULL: none); the string lives in buf. */
+static const char *
+resource_label(const tfa_profile_t *p, uint32_t tag, char *buf, size_t size)
+{
+	const tfa_profile_resource_t *r = tag != 0 ? tfa_profile_resource(p, tag) : NULL;
+
+	if (r == NULL)
+		return NULL;
+	snprintf(buf, size, "%s/%s", r->container, r->name);
+	return buf;
+}
+
+/* "resource": "container/name" and "resource_id", or null and 0. */
+static void
+json_resource_ref(tfa_json_t *j, const tfa_profile_t *p, uint32_t tag)
+{
+	char buf[2 * TFA_PROF_MAX_STRING + 2];
+	const char *label = resource_label(p, tag, buf, sizeof(buf));
+
+	tfa_json_key(j, "resource");
+	if (label != NULL)
+		tfa_json_string(j, label);
+	else
+		tfa_json_null(j);
+	tfa_json_kv_u64(j, "resource_id", label != NULL ? tag : 0);
+}
+
+/* Leaked bytes and blocks charged to a resource. */
+static void
+resource_leaks(const tfa_profile_t *p, uint32_t tag, uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = *blocks = 0;
+	for (size_t i = 0; i < p->nleaks; i++) {
+		if (p->leaks[i].f[TFA_LEAKF_RESOURCE] != tag)
+			continue;
+		*bytes += p->leaks[i].f[TFA_LEAKF_BYTES];
+		*blocks += p->leaks[i].f[TFA_LEAKF_BLOCKS];
+	}
+}
+
+/* "resources" (memory by container and resource) and "cleanups" (the scoped leak checks). */
+static void
+json_resources(tfa_json_t *j, struct report_entry *e)
+{
+	const tfa_profile_t *p = &e->prof;
+	char num[64];
+
+	tfa_json_key(j, "resources");
+	tfa_json_begin_array(j);
+	for (size_t i = 0; i < p->nresources; i++) {
+		const tfa_profile_resource_t *r = &p->resources[i];
+		uint64_t lb, ln;
+
+		resource_leaks(p, r->tag, &lb, &ln);
+		tfa_json_begin_object(j);
+		tfa_json_kv_u64(j, "id", r->tag);
+		tfa_json_kv_string(j, "container", r->container);
+		tfa_json_kv_string(j, "type", r->type);
+		tfa_json_kv_string(j, "name", r->name);
+		tfa_json_kv_string(j, "debug_string", r->debug);
+		tfa_json_kv_string(j, "state", tfa_prof_resource_state_name(r->state));
+		tfa_json_kv_u64(j, "refcount", r->refcount);
+		json_hex(j, "type_hash", r->type_hash);
+		tfa_json_kv_u64(j, "bytes_limit", r->f[TFA_RESF_BYTES_LIMIT]);
+		tfa_json_kv_u64(j, "memory_used", r->f[TFA_RESF_MEMORY_USED]);
+		tfa_json_kv_u64(j, "peak_memory_used", r->f[TFA_RESF_PEAK_MEMORY_USED]);
+		tfa_json_kv_u64(j, "leaked_bytes", lb);
+		tfa_json_kv_u64(j, "leaked_blocks", ln);
+		tfa_json_key(j, "devices");
+		tfa_json_begin_array(j);
+		for (size_t d = 0; d < r->ndevices; d++) {
+			const tfa_profile_res_device_t *rd = &p->res_devices[r->first + d];
+			tfa_json_begin_object(j);
+			tfa_json_kv_string(j, "device", rd->device);
+			for (unsigned k = 0; k < TFA_RESD_FIELD_COUNT; k++)
+				tfa_json_kv_u64(j, tfa_prof_res_device_field_name(k), rd->f[k]);
+			tfa_json_end_object(j);
+		}
+		tfa_json_end_array(j);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+
+	tfa_json_key(j, "cleanups");
+	tfa_json_begin_array(j);
+	for (size_t i = 0; i < p->ncleanups; i++) {
+		const tfa_profile_cleanup_t *c = &p->cleanups[i];
+
+		tfa_json_begin_object(j);
+		tfa_json_kv_string(j, "container", c->container);
+		report_seconds(num, sizeof(num), c->t_ns);
+		tfa_json_key(j, "time");
+		tfa_json_number(j, num);
+		tfa_json_kv_u64(j, "blocks", c->f[TFA_CLEANF_BLOCKS]);
+		tfa_json_kv_u64(j, "bytes", c->f[TFA_CLEANF_BYTES]);
+		tfa_json_kv_u64(j, "resources_deleted", c->f[TFA_CLEANF_RESOURCES]);
+		tfa_json_kv_u64(j, "groups_dropped", c->f[TFA_CLEANF_GROUPS_DROPPED]);
+		tfa_json_key(j, "groups");
+		tfa_json_begin_array(j);
+		for (size_t g = 0; g < c->ngroups; g++) {
+			const tfa_profile_cleanup_group_t *cg = &p->cleanup_groups[c->first + g];
+			tfa_json_begin_object(j);
+			json_resource_ref(j, p, cg->tag);
+			tfa_json_kv_u64(j, "blocks", cg->blocks);
+			tfa_json_kv_u64(j, "bytes", cg->bytes);
+			json_hex(j, "sample_address", cg->sample_address);
+			tfa_json_kv_u64(j, "stack_id", cg->stack_id);
+			json_stack(j, e, "stack", cg->stack_id);
+			tfa_json_end_object(j);
+		}
+		tfa_json_end_array(j);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+}
+
 static void
 json_process(tfa_json_t *j, struct report_entry *e)
 {
@@ -541,11 +657,14 @@ json_process(tfa_json_t *j, struct report_entry *e)
 		tfa_json_kv_u64(j, "blocks", l->f[TFA_LEAKF_BLOCKS]);
 		tfa_json_kv_u64(j, "allocated_bytes", l->f[TFA_LEAKF_ALLOCATED_BYTES]);
 		json_hex(j, "sample_address", l->f[TFA_LEAKF_SAMPLE_ADDRESS]);
+		json_resource_ref(j, p, (uint32_t)l->f[TFA_LEAKF_RESOURCE]);
 		tfa_json_kv_u64(j, "stack_id", l->stack_id);
 		json_stack(j, e, "stack", l->stack_id);
 		tfa_json_end_object(j);
 	}
 	tfa_json_end_array(j);
+
+	json_resources(j, e);
 
 	tfa_json_key(j, "errors");
 	tfa_json_begin_array(j);
@@ -926,6 +1045,12 @@ text_leaks(FILE *f, struct report_entry *e)
 		text_count(f, l->f[TFA_LEAKF_BLOCKS], "block", "blocks");
 		fprintf(f, " (%s, ", tfa_prof_leak_kind_name(l->kind));
 		text_str(f, l->device);
+		char rbuf[2 * TFA_PROF_MAX_STRING + 2];
+		const char *label = resource_label(p, (uint32_t)l->f[TFA_LEAKF_RESOURCE], rbuf, sizeof(rbuf));
+		if (label != NULL) {
+			fputs(", resource ", f);
+			text_str(f, label);
+		}
 		fprintf(f, ", e.g. 0x%" PRIx64 ")\n", l->f[TFA_LEAKF_SAMPLE_ADDRESS]);
 		text_stack(f, e, l->stack_id);
 	}
@@ -1115,6 +1240,117 @@ text_errors(FILE *f, struct report_entry *entry)
 		        s.by_kind[TFA_ERRC_NOT_RECORDED]);
 }
 
+/* Memory by container and resource, the largest peak first. */
+static const tfa_profile_t *res_sort_profile;
+
+static int
+res_index_cmp(const void *a, const void *b)
+{
+	const tfa_profile_resource_t *x = &res_sort_profile->resources[*(const size_t *)a];
+	const tfa_profile_resource_t *y = &res_sort_profile->resources[*(const size_t *)b];
+	uint64_t px = x->f[TFA_RESF_PEAK_MEMORY_USED], py = y->f[TFA_RESF_PEAK_MEMORY_USED];
+
+	if (px != py)
+		return px < py ? 1 : -1;
+	return x->tag < y->tag ? -1 : x->tag > y->tag;
+}
+
+static void
+text_resources(FILE *f, struct report_entry *e)
+{
+	const tfa_profile_t *p = &e->prof;
+
+	if (p->nresources == 0)
+		return;
+	size_t *order = calloc(p->nresources, sizeof(*order));
+	if (order == NULL) {
+		fputs("  resources: (out of memory)\n", f);
+		return;
+	}
+	for (size_t i = 0; i < p->nresources; i++)
+		order[i] = i;
+	res_sort_profile = p;
+	qsort(order, p->nresources, sizeof(*order), res_index_cmp);
+	size_t shown = ropts.top == 0 ? p->nresources : TFA_MIN(ropts.top, p->nresources);
+	fprintf(f, "  resources: %zu, by peak (container/name [type]: in use, peak, allocations, leaked)\n",
+		p->nresources);
+	for (size_t k = 0; k < shown; k++) {
+		const tfa_profile_resource_t *r = &p->resources[order[k]];
+		uint64_t allocs = 0, lb, ln;
+		for (size_t d = 0; d < r->ndevices; d++)
+			allocs += p->res_devices[r->first + d].f[TFA_RESD_NUM_ALLOCS];
+		resource_leaks(p, r->tag, &lb, &ln);
+		fputs("    ", f);
+		text_str(f, r->container);
+		fputc('/', f);
+		text_str(f, r->name);
+		fputs(" [", f);
+		text_str(f, r->type);
+		fputs("]: ", f);
+		text_bytes(f, r->f[TFA_RESF_MEMORY_USED]);
+		fputs(" in use, peak ", f);
+		text_bytes(f, r->f[TFA_RESF_PEAK_MEMORY_USED]);
+		fputs(", ", f);
+		text_count(f, allocs, "allocation", "allocations");
+		fputs(", leaked ", f);
+		text_bytes(f, lb);
+		fprintf(f, " in %" PRIu64 " %s", ln, ln == 1 ? "block" : "blocks");
+		if (r->f[TFA_RESF_BYTES_LIMIT] != 0) {
+			fputs(", limit ", f);
+			text_bytes(f, r->f[TFA_RESF_BYTES_LIMIT]);
+		}
+		if (r->state == 2)
+			fputs(" (deleted)", f);
+		for (size_t d = 0; d < r->ndevices; d++) {
+			const tfa_profile_res_device_t *rd = &p->res_devices[r->first + d];
+			if (r->ndevices == 1)
+				break;
+			fputs("; ", f);
+			text_str(f, rd->device);
+			fputc(' ', f);
+			text_bytes(f, rd->f[TFA_RESD_BYTES_IN_USE]);
+		}
+		fputc('\n', f);
+	}
+	if (shown < p->nresources)
+		fprintf(f, "    ... %zu more\n", p->nresources - shown);
+	free(order);
+}
+
+/* The scoped leak checks: what each container still held when it was cleaned up. */
+static void
+text_cleanups(FILE *f, struct report_entry *e)
+{
+	const tfa_profile_t *p = &e->prof;
+
+	for (size_t i = 0; i < p->ncleanups; i++) {
+		const tfa_profile_cleanup_t *c = &p->cleanups[i];
+		fputs("  cleanup of container ", f);
+		text_str(f, c->container);
+		fputs(": ", f);
+		text_bytes(f, c->f[TFA_CLEANF_BYTES]);
+		fputs(" in ", f);
+		text_count(f, c->f[TFA_CLEANF_BLOCKS], "block", "blocks");
+		fputs(" still live\n", f);
+		for (size_t g = 0; g < c->ngroups; g++) {
+			const tfa_profile_cleanup_group_t *cg = &p->cleanup_groups[c->first + g];
+			char rbuf[2 * TFA_PROF_MAX_STRING + 2];
+			const char *label = resource_label(p, cg->tag, rbuf, sizeof(rbuf));
+			fputs("    ", f);
+			text_bytes(f, cg->bytes);
+			fputs(" in ", f);
+			text_count(f, cg->blocks, "block", "blocks");
+			fputs(" of ", f);
+			text_str(f, label != NULL ? label : "?");
+			fprintf(f, ", e.g. 0x%" PRIx64 "\n", cg->sample_address);
+			text_stack(f, e, cg->stack_id);
+		}
+		if (c->f[TFA_CLEANF_GROUPS_DROPPED] != 0)
+			fprintf(f, "    ... and %" PRIu64 " blocks in groups not recorded\n",
+				c->f[TFA_CLEANF_GROUPS_DROPPED]);
+	}
+}
+
 static void
 text_process(FILE *f, struct report_entry *e)
 {
@@ -1143,6 +1379,7 @@ text_process(FILE *f, struct report_entry *e)
 	text_stacks_config(f, p);
 	for (size_t i = 0; i < p->ndevices; i++)
 		text_device(f, &p->devices[i]);
+	text_resources(f, e);
 	text_timeline(f, p);
 	if (ropts.tables & TABLE_PEAK)
 		text_site_table(f, e, TFA_SITEF_BYTES_AT_PEAK, "bytes at the peak");
@@ -1153,6 +1390,7 @@ text_process(FILE *f, struct report_entry *e)
 	if (ropts.tables & TABLE_COUNT)
 		text_site_table(f, e, TFA_SITEF_NUM_ALLOCS, "allocations");
 	text_errors(f, e);
+	text_cleanups(f, e);
 }
 
 static void

@@ -51,6 +51,7 @@ struct run_opts {
 	const char *output;
 	const char *allocator;
 	const char *limit;
+	const char *tag_by;
 	bool quiet;
 	tfa_gate_opts_t gate;
 	char **cmd; /* NULL-terminated */
@@ -72,6 +73,10 @@ tfa_run_usage(FILE *f)
 	      "  --allocator NAME   host allocator by registry name (jemalloc, glibc)\n"
 	      "  --limit SIZE       bytes_limit of the cpu device: allocations past it fail\n"
 	      "                     (digits with an optional K, M, G or T suffix; 0: none)\n"
+	      "  --tag-by thread    charge each allocation to the resource threads/NAME of\n"
+	      "                     the allocating thread's name (pthread_setname_np; the\n"
+	      "                     program's name for the main thread): memory per thread\n"
+	      "                     pool in the report without code changes\n"
 	      "  --quiet            no summary from the processes, no closing line\n"
 	      "\n"
 	      "Leak gate (any of these turns it on):\n"
@@ -182,7 +187,8 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 		const char *v = NULL;
 		if ((rc = run_option_value(argc, argv, &i, "--output", &o->output)) != 0
 		    || (rc = run_option_value(argc, argv, &i, "--allocator", &o->allocator)) != 0
-		    || (rc = run_option_value(argc, argv, &i, "--limit", &o->limit)) != 0) {
+		    || (rc = run_option_value(argc, argv, &i, "--limit", &o->limit)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--tag-by", &o->tag_by)) != 0) {
 			if (rc < 0)
 				return -1;
 			continue;
@@ -274,6 +280,10 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 			         o->limit);
 			return -1;
 		}
+	}
+	if (o->tag_by != NULL && strcmp(o->tag_by, "thread") != 0) {
+		run_fail("--tag-by %s: not one of: thread", o->tag_by);
+		return -1;
 	}
 	if (o->allocator != NULL && strlen(o->allocator) >= RUN_ENV_STR_MAX) {
 		run_fail("--allocator: name too long");
@@ -669,6 +679,8 @@ run_set_env(const struct run_opts *o, const char *lib, const char *dir)
 		rc = setenv("TFALLOC_ALLOCATOR", o->allocator, 1);
 	if (rc == 0 && o->limit != NULL)
 		rc = setenv("TFALLOC_LIMIT", o->limit, 1);
+	if (rc == 0 && o->tag_by != NULL)
+		rc = setenv("TFALLOC_TAG_BY", o->tag_by, 1);
 	if (rc == 0 && o->quiet)
 		rc = setenv("TFALLOC_QUIET", "1", 1);
 	if (rc < 0)

@@ -141,9 +141,11 @@ def case_json_single():
         }],
         "leaks": [
             {"device": "cpu", "kind": "unclassified", "bytes": 1024, "blocks": 2,
-             "allocated_bytes": 1040, "sample_address": "0x5000", "stack_id": 0, "stack": []},
+             "allocated_bytes": 1040, "sample_address": "0x5000", "resource": None, "resource_id": 0,
+             "stack_id": 0, "stack": []},
             {"device": "cpu", "kind": "unclassified", "bytes": 512, "blocks": 1,
-             "allocated_bytes": 512, "sample_address": "0x6000", "stack_id": 0, "stack": []},
+             "allocated_bytes": 512, "sample_address": "0x6000", "resource": None, "resource_id": 0,
+             "stack_id": 0, "stack": []},
         ],
         "errors": [
             {"kind": "double_free", "address": "0xdead", "count": 1, "detail": "freed twice",
@@ -158,6 +160,8 @@ def case_json_single():
                    "truncated_allocations": 0},
         "sites": [],
         "timeline": [],
+        "resources": [],
+        "cleanups": [],
     }
     for k in want:
         eq(p.get(k), want[k], f"key {k}")

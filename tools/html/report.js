@@ -884,6 +884,27 @@
   // ------------------------------------------------------------------
   // A process
 
+  // Memory by container and resource (the control API, --tag-by thread), the largest peak first.
+  function renderResources(sec, p) {
+    sec.appendChild(el('h2', { text: 'Resources' }));
+    sec.appendChild(el('p', { 'class': 'note', text: 'Memory charged to each resource of the control API (or to each thread with --tag-by thread), on every device.' }));
+    var cols = [['resource', 'container/name'], ['type', 'type'], ['memory_used', 'in use'],
+      ['peak_memory_used', 'peak'], ['num_allocs', 'allocations'], ['total_bytes', 'total allocated'],
+      ['leaked_bytes', 'leaked'], ['bytes_limit', 'limit']];
+    var t = el('table', { 'class': 'resources', id: 'tfa-resources' });
+    t.appendChild(el('tr', null, cols.map(function (c) { return el('th', { text: c[1] }); })));
+    p.resources.slice().sort(function (a, b) { return b.peak_memory_used - a.peak_memory_used; }).forEach(function (r) {
+      t.appendChild(el('tr', null, cols.map(function (c) {
+        var v = c[0] === 'resource' ? r.container + '/' + r.name + (r.state === 'deleted' ? ' (deleted)' : '') : r[c[0]];
+        if (c[0] === 'bytes_limit' && !v) v = 'none';
+        else if (c[0] === 'num_allocs') v = count(v);
+        else if (typeof v === 'number') v = bytes(v);
+        return el('td', { text: v });
+      })));
+    });
+    sec.appendChild(t);
+  }
+
   function renderProcess(view, p) {
     clear(view);
     var r = {};
@@ -920,6 +941,12 @@
     var ssec = el('section');
     view.appendChild(ssec);
     renderTables(ssec, p);
+
+    if (p.resources && p.resources.length) {
+      var rsec = el('section');
+      view.appendChild(rsec);
+      renderResources(rsec, p);
+    }
 
     var esec = el('section');
     view.appendChild(esec);
