@@ -637,107 +637,25 @@ rows_add(struct top_rows *r)
 	return &r->v[r->n++];
 }
 
-/* A little-endian reader over one record's payload. */
-struct cursor {
-	const uint8_t *p, *end;
-	bool bad;
-};
-
-static uint64_t
-cur_int(struct cursor *c, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	if (c->bad || (size_t)(c->end - c->p) < bytes) {
-		c->bad = true;
-		return 0;
-	}
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)c->p[i] << (8 * i);
-	c->p += bytes;
-	return v;
-}
-
+/* The rows of the resources: one per resource and device it holds figures on. */
 static void
-cur_str(struct cursor *c, char *out, size_t size)
+resource_rows(const tfa_profile_t *p, struct top_rows *rows)
 {
-	uint64_t n = cur_int(c, 4);
-
-	if (c->bad || (uint64_t)(c->end - c->p) < n) {
-		c->bad = true;
-		out[0] = '\0';
-		return;
-	}
-	size_t k = n < size ? (size_t)n : size - 1;
-	memcpy(out, c->p, k);
-	out[k] = '\0';
-	c->p += n;
-}
-
-/* A counts block into f (fields past nf ignored, missing ones 0). */
-static void
-cur_counts(struct cursor *c, uint64_t *f, unsigned nf)
-{
-	uint64_t n = cur_int(c, 4);
-
-	memset(f, 0, nf * sizeof(*f));
-	for (uint64_t i = 0; i < n && !c->bad; i++) {
-		uint64_t v = cur_int(c, 8);
-		if (i < nf)
-			f[i] = v;
-	}
-}
-
-/*
- * The rows of the resources (TFA_REC_RESOURCE, written by core/control.c),
- * one per resource and device it holds figures on.  The profile reader does
- * not hold resources yet: they are read here from the answer, which
- * tfa_profile_parse found whole (every record's length and checksum).
- */
-static void
-resource_rows(const uint8_t *data, size_t len, struct top_rows *rows)
-{
-	size_t off = TFA_PROF_HEADER_SIZE;
-
-	while (off + 8 <= len) {
-		struct cursor h = { data + off, data + len, false };
-		uint32_t type = (uint32_t)cur_int(&h, 4);
-		uint32_t plen = (uint32_t)cur_int(&h, 4);
-		if (h.bad || plen > len - off - 8 || len - off - 8 - plen < 4)
-			return;
-		struct cursor c = { data + off + 8, data + off + 8 + plen, false };
-		off += 8 + (size_t)plen + 4;
-		if (type != TFA_REC_RESOURCE)
-			continue;
-		char container[128], type_name[128], name[128], debug[128];
-		uint64_t f[TFA_RESF_FIELD_COUNT];
-		uint64_t tag = cur_int(&c, 4);
-		uint32_t state = (uint32_t)cur_int(&c, 4);
-		(void)cur_int(&c, 4); /* refcount */
-		(void)cur_int(&c, 8); /* type hash */
-		cur_str(&c, container, sizeof(container));
-		cur_str(&c, type_name, sizeof(type_name));
-		cur_str(&c, name, sizeof(name));
-		cur_str(&c, debug, sizeof(debug));
-		cur_counts(&c, f, TFA_RESF_FIELD_COUNT);
-		while (!c.bad && c.p < c.end) {
-			char device[32];
-			uint64_t d[TFA_RESD_FIELD_COUNT];
-			cur_str(&c, device, sizeof(device));
-			cur_counts(&c, d, TFA_RESD_FIELD_COUNT);
-			if (c.bad)
-				break;
+	for (size_t i = 0; i < p->nresources; i++) {
+		const tfa_profile_resource_t *res = &p->resources[i];
+		for (size_t k = 0; k < res->ndevices && res->first + k < p->nres_devices; k++) {
+			const tfa_profile_res_device_t *d = &p->res_devices[res->first + k];
 			struct top_row *r = rows_add(rows);
 			if (r == NULL)
 				return;
-			snprintf(r->name, sizeof(r->name), "%s/%s%s", container, name,
-				 state == 2 ? " (deleted)" : "");
-			snprintf(r->device, sizeof(r->device), "%s", device);
-			r->tag = tag;
-			r->in_use = d[TFA_RESD_BYTES_IN_USE];
-			r->peak = d[TFA_RESD_PEAK_BYTES_IN_USE];
-			r->allocs = d[TFA_RESD_NUM_ALLOCS];
-			r->frees = d[TFA_RESD_NUM_FREES];
+			snprintf(r->name, sizeof(r->name), "%s/%s%s", res->container, res->name,
+				 res->state == 2 ? " (deleted)" : "");
+			snprintf(r->device, sizeof(r->device), "%s", d->device);
+			r->tag = res->tag;
+			r->in_use = d->f[TFA_RESD_BYTES_IN_USE];
+			r->peak = d->f[TFA_RESD_PEAK_BYTES_IN_USE];
+			r->allocs = d->f[TFA_RESD_NUM_ALLOCS];
+			r->frees = d->f[TFA_RESD_NUM_FREES];
 		}
 	}
 }
@@ -891,9 +809,9 @@ tfa_cmd_top(int argc, char **argv)
 			row->allocs = d->f[TFA_DEV_NUM_ALLOCS];
 			row->frees = d->f[TFA_DEV_NUM_FREES];
 		}
-		res.n = 0;
-		resource_rows((const uint8_t *)data, len, &res);
 		free(data);
+		res.n = 0;
+		resource_rows(&p, &res);
 
 		/* The rate: since the previous refresh, the first since the process started. */
 		bool first = prev_end == 0 || p.end_ns <= prev_end;
