@@ -333,14 +333,17 @@ target_open(struct target *t, const char *cmd, const char *arg)
 /*
  * Sends the request to one thread that does not block the signal: a running
  * one when there is one (nothing is interrupted), else the main thread, else
- * any.  Returns 0, 1 after a message, or LIVE_ENDED.
+ * any; its id in *sent_to.  to_process: to the process instead, which
+ * chooses the thread (*sent_to 0).  Returns 0, 1 after a message, or
+ * LIVE_ENDED.
  */
 static int
-send_request(struct target *t, uint64_t value)
+send_request(struct target *t, uint64_t value, bool to_process, pid_t *sent_to)
 {
 	char path[64];
 	pid_t running = 0, main_ok = 0, other = 0;
 	int threads = 0, stopped = 0;
+	bool any_caught = false;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
 	DIR *d = opendir(path);
@@ -359,16 +362,11 @@ send_request(struct target *t, uint64_t value)
 			stopped++;
 			continue;
 		}
-		bool caught = true;
+		bool caught = false;
 		bool blocks = task_blocks(t->pid, tid, t->sig, &caught);
-		if (!caught) {
-			/* It stopped catching it (an exec, or the end): a request would end it. */
-			closedir(d);
-			return live_fail(t->cmd, "process %d does not catch tfalloc's control signal %d now: "
-						 "it is ending or replacing its image (exec)",
-					 (int)t->pid, t->sig);
-		}
-		if (blocks)
+		/* Actions are the process's, but a thread that is ending shows none. */
+		any_caught = any_caught || caught;
+		if (blocks || !caught)
 			continue;
 		if (state == 'R' && running == 0)
 			running = tid;
@@ -381,6 +379,11 @@ send_request(struct target *t, uint64_t value)
 	pid_t tid = running != 0 ? running : main_ok != 0 ? main_ok : other;
 	if (threads == 0)
 		return LIVE_ENDED;
+	if (!any_caught && stopped < threads)
+		/* It stopped catching it (an exec, or the end): a request would end it. */
+		return live_fail(t->cmd, "process %d does not catch tfalloc's control signal %d now: it is "
+					 "ending or replacing its image (exec)",
+				 (int)t->pid, t->sig);
 	if (tid == 0 && stopped == threads)
 		return live_fail(t->cmd, "process %d is stopped: it answers when it runs again (kill -CONT %d)",
 				 (int)t->pid, (int)t->pid);
@@ -395,10 +398,13 @@ send_request(struct target *t, uint64_t value)
 	si.si_pid = getpid();
 	si.si_uid = getuid();
 	si.si_value.sival_ptr = (void *)(uintptr_t)value;
-	if (syscall(SYS_rt_tgsigqueueinfo, (int)t->pid, (int)tid, t->sig, &si) != 0) {
-		if (errno == ESRCH) /* the thread ended meanwhile: the process picks one */
-			if (syscall(SYS_rt_sigqueueinfo, (int)t->pid, t->sig, &si) == 0)
-				return 0;
+	*sent_to = tid;
+	if (to_process || syscall(SYS_rt_tgsigqueueinfo, (int)t->pid, (int)tid, t->sig, &si) != 0) {
+		/* Or the thread ended meanwhile: the process picks one. */
+		*sent_to = 0;
+		if ((to_process || errno == ESRCH)
+		    && syscall(SYS_rt_sigqueueinfo, (int)t->pid, t->sig, &si) == 0)
+			return 0;
 		return errno == ESRCH ? LIVE_ENDED
 				      : live_fail(t->cmd, "cannot send signal %d to process %d: %s", t->sig,
 						  (int)t->pid, strerror(errno));
@@ -410,33 +416,48 @@ send_request(struct target *t, uint64_t value)
  * Asks for kind and waits for the answer (at most timeout seconds): a
  * malloc'd buffer in *data.  Returns 0, 1 after a message, or LIVE_ENDED
  * when the process ended before it answered.
+ *
+ * A signal sent to a thread is lost when the thread exits before it runs a
+ * handler (a thread pool's short-lived threads): when the thread asked is
+ * gone and its answer is not there, the request goes again to the process,
+ * which gives it to a thread that is alive.
  */
 static int
 ask(struct target *t, unsigned kind, double timeout, char **data, size_t *len)
 {
 	char name[PATH_MAX];
+	pid_t tid = 0;
+	bool resent = false;
+	double start = now_s();
 
+send:
 	t->token = (t->token + 1) & TFA_REMOTE_TOKEN_MAX;
 	if (t->token == 0)
 		t->token = 1;
 	snprintf(name, sizeof(name), "%s/" TFA_REMOTE_ANSWER_FMT, t->dir, (int)t->pid, t->token,
 		 tfa_remote_kind_name(kind));
 	unlink(name); /* a stale one of a dead process whose pid this one has again */
-	int rc = send_request(t, tfa_remote_value(kind, t->token));
+	int rc = send_request(t, tfa_remote_value(kind, t->token), resent, &tid);
 	if (rc != 0)
 		return rc;
-	double start = now_s();
 	useconds_t pause = 1000;
 	for (;;) {
+		/* Looked at before the answer: a thread writes its answer before it can exit. */
+		char state = tid != 0 ? task_state(t->pid, tid) : 'R';
 		*data = slurp(name, len);
 		if (*data != NULL) {
 			unlink(name);
 			return 0;
 		}
-		if (errno != ENOENT && errno != EACCES)
-			return live_fail(t->cmd, "cannot read the answer %s: %s", name, strerror(errno));
+		int err = errno;
+		if (err != ENOENT && err != EACCES)
+			return live_fail(t->cmd, "cannot read the answer %s: %s", name, strerror(err));
 		if (process_gone(t->pid))
 			return LIVE_ENDED;
+		if (err == ENOENT && (state == 0 || state == 'Z' || state == 'X') && !resent) {
+			resent = true;
+			goto send;
+		}
 		double waited = now_s() - start;
 		if (waited > timeout)
 			return live_fail(t->cmd, "no answer from process %d within %.0f s (it may block signal "
