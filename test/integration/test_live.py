@@ -13,6 +13,8 @@ Cases:
   busy        4 threads replacing blocks without pause: three snapshots,
               bytes in use within one block per thread of what the rings
               hold, allocations growing from one snapshot to the next
+  spawn       threads that come and go: every snapshot is answered (a request
+              lost with the thread it was sent to goes again to the process)
   top         tfalloc top -n 3 on the busy program: 3 refreshes of the cpu
               device with plausible figures, "resources: none"
   resources   the same with TFALLOC_TAG_BY=thread: a row per ring thread's
@@ -228,6 +230,22 @@ def case_busy(ctx):
     T.check(T.device(proc)["num_allocs"] > allocs, "allocations at the end")
 
 
+def case_spawn(ctx):
+    """Threads that come and go: a request sent to one that ends before it runs the handler goes
+    again to the process; every snapshot is answered, and soon."""
+    argv = [str(a) for a in (ctx.prog("tp_live"), "spawn", N, SIZE)]
+    live = Live(ctx, argv).ready()
+    start = time.monotonic()
+    for i in range(40):
+        r = tool(ctx, "snapshot", "--timeout", 5, live.p.pid)
+        T.check(r.returncode == 0, "snapshot %d while threads come and go\n%s" % (i + 1, r.describe()))
+    T.check(time.monotonic() - start < 30, "40 snapshots took %.1f s" % (time.monotonic() - start))
+    proc = running_profile(ctx, live.outdir, live.p.pid, "the last snapshot")
+    T.check_ge(T.device(proc)["bytes_in_use"], HELD, "bytes in use")
+    r = live.finish()
+    T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "spawn\n" + r.describe())
+
+
 def case_top(ctx):
     argv = [str(a) for a in (ctx.prog("tp_live"), "busy", 2, N, SIZE)]
     live = Live(ctx, argv).ready()
@@ -436,6 +454,7 @@ T.main({
     "idle": case_idle,
     "sleep": lambda ctx: case_idle(ctx, "sleep"),
     "busy": case_busy,
+    "spawn": case_spawn,
     "top": case_top,
     "resources": case_resources,
     "top_end": case_top_end,

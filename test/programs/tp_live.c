@@ -19,6 +19,9 @@
  *                         and waits on stdin too; "READY" once the child's
  *                         are in place.  The parent waits for the child and
  *                         prints "CHILD status".
+ *   spawn N SIZE          holds N blocks; a thread starts short-lived threads
+ *                         one after the other (each allocates SIZE bytes,
+ *                         frees them and ends) until stdin ends.
  *   handler N SIZE SIG    holds N blocks and installs a handler of its own
  *                         for signal SIG (it counts deliveries); checks that
  *                         sigaction reports it; prints "HANDLED count".
@@ -164,6 +167,31 @@ busy(int nt, long n, size_t size)
 	}
 }
 
+/* ---- spawn ------------------------------------------------------------------------------- */
+
+static void *
+short_life(void *arg)
+{
+	size_t size = *(size_t *)arg;
+	void *p = malloc(size);
+
+	TP_CHECK(p != NULL, "malloc");
+	memset(p, 1, size);
+	free(p);
+	return NULL;
+}
+
+static void *
+spawner(void *arg)
+{
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		pthread_t th;
+		TP_CHECK(pthread_create(&th, NULL, short_life, arg) == 0, "pthread_create");
+		TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+	}
+	return NULL;
+}
+
 /* ---- handler ----------------------------------------------------------------------------- */
 
 static volatile sig_atomic_t handled;
@@ -229,6 +257,15 @@ main(int argc, char **argv)
 		int status = 0;
 		TP_CHECK(waitpid(child, &status, 0) == child, "waitpid");
 		tp_out("CHILD %d\n", status);
+	} else if (strcmp(mode, "spawn") == 0) {
+		static size_t size;
+		pthread_t th;
+		size = (size_t)atol(argv[3]);
+		TP_CHECK(pthread_create(&th, NULL, spawner, &size) == 0, "pthread_create");
+		tp_out("READY\n");
+		wait_stdin();
+		__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+		TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
 	} else if (strcmp(mode, "handler") == 0) {
 		TP_CHECK(argc >= 5, "handler N SIZE SIG");
 		int sig = atoi(argv[4]);
