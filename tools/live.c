@@ -341,10 +341,14 @@ static int
 send_request(struct target *t, uint64_t value, bool to_process, pid_t *sent_to)
 {
 	char path[64];
-	pid_t running = 0, main_ok = 0, other = 0;
-	int threads = 0, stopped = 0;
-	bool any_caught = false;
+	pid_t running, main_ok, other;
+	int threads, stopped, tries = 0;
+	bool any_caught;
 
+again:
+	running = main_ok = other = 0;
+	threads = stopped = 0;
+	any_caught = false;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
 	DIR *d = opendir(path);
 	if (d == NULL)
@@ -387,6 +391,11 @@ send_request(struct target *t, uint64_t value, bool to_process, pid_t *sent_to)
 	if (tid == 0 && stopped == threads)
 		return live_fail(t->cmd, "process %d is stopped: it answers when it runs again (kill -CONT %d)",
 				 (int)t->pid, (int)t->pid);
+	if (tid == 0 && ++tries < 10) {
+		/* For an instant (pthread_create blocks every signal around clone), or for good. */
+		usleep(20000);
+		goto again;
+	}
 	if (tid == 0)
 		return live_fail(t->cmd, "every thread of process %d blocks signal %d: it cannot be asked",
 				 (int)t->pid, t->sig);
