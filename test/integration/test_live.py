@@ -33,6 +33,8 @@ Cases:
   run         under tfalloc run with TFALLOC_CONTROL_SIGNAL=45: the tool
               finds the signal and the profile in --output
   python3     python3 blocked reading stdin answers; its output is unchanged
+  fork_loop   python3 forking without pause while two threads allocate: every
+              request is answered, every child ends normally
 """
 import os
 import re
@@ -450,6 +452,55 @@ def case_python3(ctx):
     same_as_plain(plain, r, "python3")
 
 
+FORK_LOOP = """
+import os, select, threading
+stop = False
+def churn():
+    while not stop:
+        x = [str(i) for i in range(2000)]
+threads = [threading.Thread(target=churn) for _ in range(2)]
+for t in threads:
+    t.start()
+forks = 0
+while True:
+    pid = os.fork()
+    if pid == 0:
+        y = [str(i) for i in range(1000)]
+        os._exit(7)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 7, status
+    forks += 1
+    if forks == 3:
+        print("ready", flush=True)
+    if forks > 3 and select.select([0], [], [], 0)[0] and os.read(0, 1) == b"":
+        break
+stop = True
+for t in threads:
+    t.join()
+print("done")
+"""
+
+
+def case_fork_loop(ctx):
+    """Requests that come while threads allocate and the process forks without pause: each is
+    answered (one that comes during fork waits for it), every child lives and ends normally."""
+    argv = ["/usr/bin/python3", "-c", FORK_LOOP]
+    # Without stacks: the fast path, and reports that need no symbols.
+    live = Live(ctx, argv, env={"PYTHONMALLOC": "malloc", "TFALLOC_STACKS": "none"})
+    live.wait_for(lambda: b"ready\n" in live.out, "python3 ready")
+    pid = live.p.pid
+    for i in range(15):
+        path = snapshot(ctx, pid)
+        if i % 5 == 4:
+            running_profile(ctx, path, pid, "snapshot of the forking python3")
+    r = tool(ctx, "top", "-n", 10, "-d", "0.05", pid)
+    T.check(r.returncode == 0 and r.out.count("\ncpu ") == 10, "top of the forking python3\n" + r.describe())
+    r = live.finish()
+    T.check_eq((r.returncode, r.out), (0, "ready\ndone\n"), "the forking python3\n" + r.describe())
+    T.check_ge(len([f for f in os.listdir(live.outdir) if f.endswith(".prof")]), 5,
+               "profiles of python3 and its children")
+
+
 T.main({
     "idle": case_idle,
     "sleep": lambda ctx: case_idle(ctx, "sleep"),
@@ -465,4 +516,5 @@ T.main({
     "off": case_off,
     "run": case_run,
     "python3": case_python3,
+    "fork_loop": case_fork_loop,
 })
