@@ -35,6 +35,7 @@
 	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \
 	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)") \
 	X(CATCH_SIGNALS,  catch_signals,  bool, true,   "write the profile when a fatal signal ends the process") \
+	X(CONTROL_SIGNAL, control_signal, uint, 50,     "real-time signal by which tfalloc snapshot and tfalloc top ask the running process for its profile or figures (the process's user only); 0: none") \
 	X(STACKS,         stacks,         str,  "unwind", "call stacks of allocations: unwind (libunwind), fp (frame pointers), none") \
 	X(STACK_DEPTH,    stack_depth,    uint, 64,     "frames recorded per stack (1 to 128)")                  \
 	X(SAMPLE_BYTES,   sample_bytes,   size, 0,      "record stacks for a sample: one every N bytes on average (Poisson); 0: every allocation") \

@@ -29,6 +29,7 @@
 #include "core/own_maps.h"
 #include "core/profile_format.h"
 #include "core/profile_write.h"
+#include "core/remote.h"
 #include "core/stack_table.h"
 #include "core/thread.h"
 #include "core/timeline.h"
@@ -1036,6 +1037,8 @@ tfa_shim_init(void)
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
+	/* After the atfork above: its fork handlers run around the shim's. */
+	tfa_remote_init(opts.control_signal);
 	/* The fast path knows one backend and no resources: with --tag-by thread every allocation has one. */
 	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
 							      && !tfa_control_tag_by_thread);
@@ -1438,6 +1441,12 @@ static tfa_lock_t profile_lock = TFA_LOCK_INIT;
 static char profile_path[TFA_OPT_STR_MAX + 128];
 /* The file a failed write was at, for its message. */
 static char failed_path[sizeof(profile_path) + 8];
+/*
+ * A snapshot written from a signal handler (core/remote.c): the code it
+ * interrupted may hold the loader's lock, so the module map is not refreshed
+ * (each stack's modules were added when the stack was first seen).
+ */
+static TFA_TLS bool writing_in_handler;
 
 /* Keeps a file name safe: letters, digits, '.', '_' and '-'. */
 static void
@@ -1538,7 +1547,7 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	if (mode == TFA_STACKS_NONE)
 		return;
 	/* The loader's lock is no place for a signal handler. */
-	if (end_reason != TFA_END_SIGNAL)
+	if (end_reason != TFA_END_SIGNAL && !writing_in_handler)
 		(void)tfa_modules_refresh(tfa_stack_table_count(&tfa_process_stacks));
 	for (const tfa_module_t *m = tfa_modules_first(); m != NULL; m = m->next) {
 		tfa_pw_begin(w, TFA_REC_MODULE);
@@ -1669,6 +1678,11 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
 	tfa_pw_end(w);
 	write_device_records(w);
+	/* The figures alone (tfa_shim_write_stats): no stacks, series, leaks or errors. */
+	if (leaks == NULL) {
+		tfa_control_write_records(w);
+		return;
+	}
 
 	write_stack_records(w, end_reason, st);
 	write_timeline_records(w, st);
@@ -1903,6 +1917,38 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	return err;
 }
 
+int
+tfa_shim_remote_snapshot(bool in_handler)
+{
+	shim_enter();
+	writing_in_handler = in_handler;
+	int err = tfa_shim_write_profile(TFA_END_RUNNING, 0);
+	writing_in_handler = false;
+	shim_exit();
+	return err;
+}
+
+int
+tfa_shim_write_stats(int fd)
+{
+	tfa_allocator_stats_t st;
+	tfa_pw_t w;
+
+	shim_enter();
+	tfa_guard_enter();
+	/* The writer's buffers are the profile's. */
+	tfa_lock(&profile_lock);
+	tfa_tracking_allocator_publish_self(&cpu_tracker);
+	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
+	tfa_pw_open(&w, fd, out_buf, sizeof(out_buf), rec_buf, sizeof(rec_buf));
+	write_records(&w, TFA_END_RUNNING, 0, &st, NULL);
+	int err = tfa_pw_finish(&w, false);
+	tfa_unlock(&profile_lock);
+	tfa_guard_exit();
+	shim_exit();
+	return err;
+}
+
 void
 tfa_shim_on_fast_exit(int status)
 {
@@ -2020,6 +2066,11 @@ handle_pending_signal(void)
 	int sig = tfa_tls.pending_signal;
 
 	tfa_tls.pending_signal = 0;
+	if (sig == TFA_REMOTE_PENDING) {
+		/* A request of tfalloc snapshot or top came inside the call. */
+		tfa_remote_serve_queue();
+		return;
+	}
 	write_signal_profile(sig);
 	die_by(sig, false);
 }
@@ -2088,6 +2139,8 @@ install_signal_handlers(void)
 int
 tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
+	if (tfa_remote_holds(sig))
+		return tfa_remote_sigaction(act, oldact);
 	if (!opts.catch_signals || tfa_shim_state() != TFA_SHIM_READY || !is_fatal_signal(sig))
 		return __sigaction(sig, act, oldact);
 	/*

@@ -68,6 +68,17 @@ void tfa_shim_exec_failed(void);
 /* Writes the profile now (a snapshot unless the process is ending).  Returns 0 or -errno. */
 int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHECK;
 
+/*
+ * For requests from outside the process (core/remote.h), each bracketed like
+ * a shim call.  A snapshot of the profile now; in_handler: called from a
+ * signal handler, which must not take the loader's lock.  0 or -errno; 0
+ * without writing when the process is ending or profiles are off
+ * (tfa_shim_profile_path then says nothing new).
+ */
+int tfa_shim_remote_snapshot(bool in_handler) TFA_MUST_CHECK;
+/* The figures of now into fd (tfalloc top): PROCESS, DEVICE and the control API's records. */
+int tfa_shim_write_stats(int fd) TFA_MUST_CHECK;
+
 tfa_shim_state_t tfa_shim_state(void);
 
 struct sigaction;

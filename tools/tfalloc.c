@@ -21,10 +21,13 @@ usage(FILE *f)
 	      "Commands:\n"
 	      "  run [options] [--] CMD [ARGS...]   run CMD with the memory profiler preloaded\n"
 	      "  report [options] PATH...           show profile files, or directories of them\n"
+	      "  snapshot [-o FILE] PID             ask a running process for its profile now\n"
+	      "  top [-d SECONDS] [-n COUNT] PID    live figures of a running process, per device\n"
+	      "                                     and per resource, refreshed every second\n"
 	      "  help [COMMAND]                     this help, or the help of COMMAND\n"
 	      "  --version                          the version of tfalloc\n"
 	      "\n"
-	      "Run 'tfalloc help run' or 'tfalloc help report' for their options.\n",
+	      "Run 'tfalloc help COMMAND' for the options of a command.\n",
 	      f);
 }
 
@@ -43,7 +46,16 @@ help(int argc, char **argv)
 		tfa_report_usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "tfalloc: help: unknown command '%s' (commands: run, report)\n", argv[1]);
+	if (strcmp(argv[1], "snapshot") == 0) {
+		tfa_snapshot_usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "top") == 0) {
+		tfa_top_usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "tfalloc: help: unknown command '%s' (commands: run, report, snapshot, top)\n",
+		argv[1]);
 	return TFA_EXIT_USAGE;
 }
 
@@ -61,6 +73,10 @@ main(int argc, char **argv)
 		return tfa_cmd_run(argc - 1, argv + 1);
 	if (strcmp(cmd, "report") == 0)
 		return tfa_cmd_report(argc - 1, argv + 1);
+	if (strcmp(cmd, "snapshot") == 0)
+		return tfa_cmd_snapshot(argc - 1, argv + 1);
+	if (strcmp(cmd, "top") == 0)
+		return tfa_cmd_top(argc - 1, argv + 1);
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
 		return help(argc - 1, argv + 1);
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {

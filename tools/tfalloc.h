@@ -24,6 +24,14 @@ void tfa_run_usage(FILE *f);
 int tfa_cmd_report(int argc, char **argv);
 void tfa_report_usage(FILE *f);
 
+/* tfalloc snapshot [-o FILE] [--timeout SECONDS] PID (tools/live.c) */
+int tfa_cmd_snapshot(int argc, char **argv);
+void tfa_snapshot_usage(FILE *f);
+
+/* tfalloc top [-d SECONDS] [-n COUNT] [-b] PID (tools/live.c) */
+int tfa_cmd_top(int argc, char **argv);
+void tfa_top_usage(FILE *f);
+
 /* One name of an option's comma-separated list, and the bits it stands for. */
 typedef struct tfa_name_bits_s {
 	const char *name;

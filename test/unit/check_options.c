@@ -399,7 +399,7 @@ END_TEST
 /* ---- describe ----------------------------------------------------------------------------- */
 
 static int describe_lines;
-static bool describe_seen[14];
+static bool describe_seen[16];
 
 static void
 describe_cb(void *ctx, const char *line)
@@ -408,9 +408,11 @@ describe_cb(void *ctx, const char *line)
 		                             "TFALLOC_OUTPUT ",    "TFALLOC_QUIET ",
 		                             "TFALLOC_PROFILE ",   "TFALLOC_ABORT_ON_ERROR ",
 		                             "TFALLOC_MAX_ERRORS ", "TFALLOC_CATCH_SIGNALS ",
+		                             "TFALLOC_CONTROL_SIGNAL ",
 		                             "TFALLOC_STACKS ",     "TFALLOC_STACK_DEPTH ",
 		                             "TFALLOC_SAMPLE_BYTES ", "TFALLOC_MAX_STACKS ",
-		                             "TFALLOC_FLUSH_INTERVAL_MS ", "TFALLOC_LEAK_CLASSES " };
+		                             "TFALLOC_FLUSH_INTERVAL_MS ", "TFALLOC_LEAK_CLASSES ",
+		                             "TFALLOC_TAG_BY " };
 
 	ck_assert_ptr_eq(ctx, &describe_lines);
 	ck_assert_msg(strncmp(line, "TFALLOC_", 8) == 0, "line \"%s\"", line);
@@ -424,7 +426,7 @@ describe_cb(void *ctx, const char *line)
 START_TEST(test_options_describe)
 {
 	tfa_options_describe(describe_cb, &describe_lines);
-	ck_assert_int_eq(describe_lines, 17);
+	ck_assert_int_eq(describe_lines, 18);
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(describe_seen); i++)
 		ck_assert_msg(describe_seen[i], "option %zu not described", i);
 }
