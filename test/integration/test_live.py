@@ -315,7 +315,7 @@ def case_top_end(ctx):
         raise T.Failure("tfalloc top did not end with the process")
     T.check_eq((top.returncode, err.decode()), (0, "tfalloc: top: process %d ended\n" % live.p.pid),
                "tfalloc top at the end of the process")
-    T.check_ge(out.decode().count("\ncpu "), 2, "refreshes before the end")
+    T.check_ge(out.decode().count("\ncpu "), 1, "refreshes before the end")
 
 
 def case_no_shim(ctx):
