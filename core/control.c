@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/devices.h"
 #include "core/lock.h"
 #include "core/log.h"
 #include "core/profile_format.h"
@@ -106,17 +107,21 @@ handle_tag(const tfalloc_resource_handle_t *h, uint32_t *tag)
 	return TFALLOC_OK;
 }
 
-/* The device code of a device name: "cpu" only, until devices are tracked. */
+/*
+ * The device code of a device the process has: cpu, and the CUDA devices
+ * (core/devices.h: cuda_host, cuda_managed, cuda:N) it allocated on.
+ * ENOENT for any other name, a CUDA device never used included.
+ */
 static int
 device_code(const char *device, unsigned *code)
 {
 	if (device == NULL)
 		return TFALLOC_EINVAL;
-	if (strcmp(device, "cpu") == 0) {
-		*code = 0;
-		return TFALLOC_OK;
-	}
-	return TFALLOC_ENOENT;
+	if (tfa_devcode_parse(device, code) != 0)
+		return TFALLOC_ENOENT;
+	if (*code != TFA_DEVCODE_CPU && tfa_device_tracker_if_used(*code) == NULL)
+		return TFALLOC_ENOENT;
+	return TFALLOC_OK;
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
@@ -586,7 +591,7 @@ api_pointer_info(const void *ptr, tfalloc_pointer_info_t *out)
 	out->allocated_size = allocated;
 	out->allocation_id = info.id;
 	out->resource_id = info.tag;
-	memcpy(out->device, "cpu", 4);
+	tfa_snprintf(out->device, sizeof(out->device), "%s", tfa_devcode_name(info.device));
 	return TFALLOC_OK;
 }
 
@@ -681,7 +686,7 @@ tfa_control_thread_tag(void)
 static const char *
 device_name(unsigned code)
 {
-	return code == 0 ? "cpu" : "unknown";
+	return tfa_devcode_name(code);
 }
 
 void

@@ -107,6 +107,12 @@ enum tfa_prof_record_type_e {
 	 * u64 bytes, u64 sample_address }.
 	 */
 	TFA_REC_CLEANUP = 12,
+	/*
+	 * Memory over time of a device other than cpu (core/devices.h), several
+	 * records per device in order: str device, u64 interval_ns, then points
+	 * as TFA_REC_TIMELINE's (t_ns since the process's series started; rss 0).
+	 */
+	TFA_REC_DEVICE_TIMELINE = 13,
 	/* u64 records before this one, u32 complete (1: written at the end of the process). */
 	TFA_REC_END = 15,
 };

@@ -53,6 +53,8 @@ struct parser {
 	size_t npcs_cap;
 	size_t nsites_cap;
 	size_t ntimeline_cap;
+	size_t ndev_timelines_cap;
+	size_t ndev_points_cap;
 	size_t nresources_cap;
 	size_t nres_devices_cap;
 	size_t ncleanups_cap;
@@ -471,6 +473,57 @@ parse_timeline(struct record *r)
 }
 
 static int
+parse_device_timeline(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	char *device;
+	uint64_t interval;
+
+	if (read_str(r, "device", &device) < 0 || read_u64(r, "interval", &interval) < 0)
+		return -1;
+	if (record_left(r) % TIMELINE_POINT_SIZE != 0)
+		return fail_at(ps, r->pos, "%s: %zu bytes of points, not a multiple of %u", r->what,
+		               record_left(r), TIMELINE_POINT_SIZE);
+	/* A device's series may span several records in a row. */
+	tfa_profile_dev_timeline_t *t = NULL;
+	if (p->ndev_timelines > 0 && strcmp(p->dev_timelines[p->ndev_timelines - 1].device, device) == 0
+	    && p->dev_timelines[p->ndev_timelines - 1].first + p->dev_timelines[p->ndev_timelines - 1].n
+	               == p->ndev_points) {
+		t = &p->dev_timelines[p->ndev_timelines - 1];
+	} else {
+		t = grow(ps, p->dev_timelines, p->ndev_timelines, &ps->ndev_timelines_cap, sizeof(*t));
+		if (t == NULL)
+			return -1;
+		p->dev_timelines = t;
+		t = &p->dev_timelines[p->ndev_timelines++];
+		memset(t, 0, sizeof(*t));
+		t->device = device;
+		t->first = p->ndev_points;
+	}
+	t->interval_ns = interval;
+	while (record_left(r) > 0) {
+		size_t at = r->pos;
+		tfa_profile_point_t *pt = grow(ps, p->dev_points, p->ndev_points, &ps->ndev_points_cap,
+		                               sizeof(*pt));
+		if (pt == NULL)
+			return -1;
+		p->dev_points = pt;
+		pt = &p->dev_points[p->ndev_points];
+		if (read_u64(r, "t", &pt->t_ns) < 0 || read_u64(r, "bytes in use", &pt->bytes_in_use) < 0
+		    || read_u64(r, "allocated bytes", &pt->allocated_bytes) < 0
+		    || read_u64(r, "rss", &pt->rss_bytes) < 0 || read_u32(r, "flags", &pt->flags) < 0)
+			return -1;
+		if (t->n > 0 && pt->t_ns < p->dev_points[p->ndev_points - 1].t_ns)
+			return fail_at(ps, at, "%s: a point at %" PRIu64 " ns after one at %" PRIu64 " ns",
+			               r->what, pt->t_ns, p->dev_points[p->ndev_points - 1].t_ns);
+		p->ndev_points++;
+		t->n++;
+	}
+	return 0;
+}
+
+static int
 parse_site(struct record *r)
 {
 	struct parser *ps = r->ps;
@@ -722,6 +775,8 @@ record_name(uint32_t type)
 		return "site record";
 	case TFA_REC_TIMELINE:
 		return "timeline record";
+	case TFA_REC_DEVICE_TIMELINE:
+		return "device timeline record";
 	case TFA_REC_RESOURCE:
 		return "resource record";
 	case TFA_REC_CLEANUP:
@@ -807,6 +862,9 @@ parse_records(struct parser *ps, size_t off)
 			break;
 		case TFA_REC_TIMELINE:
 			rc = parse_timeline(&r);
+			break;
+		case TFA_REC_DEVICE_TIMELINE:
+			rc = parse_device_timeline(&r);
 			break;
 		case TFA_REC_RESOURCE:
 			rc = parse_resource(&r);
@@ -950,6 +1008,8 @@ tfa_profile_free(tfa_profile_t *p)
 	free(p->pcs);
 	free(p->sites);
 	free(p->timeline);
+	free(p->dev_timelines);
+	free(p->dev_points);
 	free(p->resources);
 	free(p->res_devices);
 	free(p->cleanups);

@@ -80,6 +80,14 @@ typedef struct tfa_profile_point_s {
 	uint32_t flags; /* 1: the peak (its time known to one interval) */
 } tfa_profile_point_t;
 
+/* A device's memory over time (DEVICE_TIMELINE records): its points in dev_points. */
+typedef struct tfa_profile_dev_timeline_s {
+	char *device;
+	uint64_t interval_ns;
+	size_t first; /* index in dev_points */
+	size_t n;
+} tfa_profile_dev_timeline_t;
+
 /* One SITE record. */
 typedef struct tfa_profile_site_s {
 	char *device;
@@ -186,6 +194,10 @@ typedef struct tfa_profile_s {
 	tfa_profile_point_t *timeline; /* in time order */
 	size_t ntimeline;
 	uint64_t timeline_interval_ns;
+	tfa_profile_dev_timeline_t *dev_timelines; /* devices other than cpu, in file order */
+	size_t ndev_timelines;
+	tfa_profile_point_t *dev_points;
+	size_t ndev_points;
 
 	/* END */
 	bool has_end;      /* always true after a successful parse */

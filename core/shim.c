@@ -39,6 +39,7 @@
 #include "registry/backends.h"
 #include "registry/jemalloc_fast.h"
 #include "core/control.h"
+#include "core/devices.h"
 #include "registry/registry.h"
 
 extern char **environ;
@@ -141,6 +142,8 @@ kind_call(uint8_t kind, bool allocating)
 		return allocating ? "operator new[]" : "operator delete[]";
 	case TFA_KIND_DEVICE:
 		return allocating ? "a device allocation" : "a device free";
+	case TFA_KIND_DEVICE_HANDLE:
+		return allocating ? "cuMemCreate" : "cuMemRelease";
 	default:
 		return "the runtime";
 	}
@@ -355,7 +358,17 @@ sample_slow(int64_t left)
 static TFA_ALWAYS_INLINE uint32_t
 stack_for(size_t nbytes)
 {
-	if (tfa_likely(stacks.mode == TFA_STACKS_NONE) || tfa_unlikely(tfa_guard_active()))
+	if (tfa_likely(stacks.mode == TFA_STACKS_NONE)) {
+		/*
+		 * No stacks, for good once the shim is ready (before, init may
+		 * still choose some): the fast path's countdown never runs out
+		 * (fast_unsampled).
+		 */
+		if (tfa_shim_state() == TFA_SHIM_READY)
+			tfa_tls.sample_left = INT64_MAX;
+		return 0;
+	}
+	if (tfa_unlikely(tfa_guard_active()))
 		return 0;
 	if (stacks.sample_bytes != 0) {
 		int64_t left = tfa_tls.sample_left - (int64_t)TFA_MIN(nbytes, (size_t)INT64_MAX / 2);
@@ -369,18 +382,28 @@ stack_for(size_t nbytes)
 	return capture_stack();
 }
 
+uint32_t
+tfa_shim_stack_for(size_t nbytes)
+{
+	if (tfa_shim_state() != TFA_SHIM_READY)
+		return 0;
+	return stack_for(nbytes);
+}
+
 /*
  * The process tracker's fast path: the calls of a registered thread, outside
- * the guard, with the private jemalloc as backend, no stacks, no limit, small
- * requests at the default alignment (cpu_tracker.fast says the process-wide
- * part).  Everything is known here: jemalloc is called directly, the
- * allocated size comes from its table, the record's metadata is a constant
- * but for the size and the kind, and the statistics go straight to the
- * thread's slot of the process tracker (TFA_SLOT_PROCESS).  What this path
- * cannot do (make room in the table, a stale or missing record, a mismatched
- * or aligned block) goes to the general path, which does the same things in
- * the same order; so do the slow path's results: exact counts, the peak exact
- * with a single thread, the table and the counts changed in one section.
+ * the guard, with the private jemalloc as backend, no limit, small requests
+ * at the default alignment (cpu_tracker.fast says the process-wide part).
+ * Everything is known here: jemalloc is called directly, the allocated size
+ * comes from its table, the record's metadata is a constant but for the size
+ * and the kind, and the statistics go straight to the thread's slot of the
+ * process tracker (TFA_SLOT_PROCESS); a stack, when one is captured (every
+ * allocation, or a sample), goes to its site as on the general path.  What
+ * this path cannot do (make room in the table, a stale or missing record, a
+ * mismatched or aligned block, a realloc with a stack) goes to the general
+ * path, which does the same things in the same order; so do the slow path's
+ * results: exact counts, the peak exact with a single thread, the table and
+ * the counts changed in one section.
  */
 
 /* The record's bits 47 and up (backend, kind, device 0, lg_align 0) of a fast block. */
@@ -391,10 +414,26 @@ fast_meta_hi(uint8_t kind)
 }
 
 /*
- * Moves bytes in use by the change of one block (grew: made, else freed).
- * The fast path's copy of tfa_tracking_settle_after, without its sites
- * (the fast path serves no stacks) and without a pending balance when the
- * process has one thread.  [hot path]
+ * One thread, bytes in use going from before to now: when that leaves a new
+ * peak, the peak's breakdown by site (sampled stacks) is the sites' figures
+ * now, as tfa_tracking_settle_after takes it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+fast_leaving(int64_t before, int64_t now)
+{
+	tfa_tracking_allocator_t *ta = &cpu_tracker;
+
+	if (tfa_unlikely(before == __atomic_load_n(&ta->peak, __ATOMIC_RELAXED)) && now < before
+	    && ta->sites != NULL && before > __atomic_load_n(&ta->sites->snapshot_bytes, __ATOMIC_RELAXED))
+		tfa_sites_snapshot(ta->sites, before);
+}
+
+/*
+ * Moves bytes in use by the change of one block (grew: made, else freed; a
+ * change that is part of a larger one says grew, and the caller calls
+ * fast_leaving for the whole).  The fast path's copy of
+ * tfa_tracking_settle_after, without a pending balance when the process has
+ * one thread.  [hot path]
  */
 static TFA_ALWAYS_INLINE void
 fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bool grew)
@@ -403,7 +442,10 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 
 	if (single) {
 		/* One thread: published at once (its pending figures are 0), the peak exact. */
-		int64_t now = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED) + bytes;
+		int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+		int64_t now = before + bytes;
+		if (!grew)
+			fast_leaving(before, now);
 		int64_t anow = __atomic_load_n(&ta->allocated_in_use, __ATOMIC_RELAXED) + allocated;
 		__atomic_store_n(&ta->in_use, now, __ATOMIC_RELAXED);
 		__atomic_store_n(&ta->allocated_in_use, anow, __ATOMIC_RELAXED);
@@ -434,9 +476,13 @@ fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
 	fast_count(s, (int64_t)nbytes, (int64_t)asz, single, true);
 }
 
-/* Records the block p of nbytes made by jemalloc.  single: the process has one thread.  [hot path] */
+/*
+ * Records the block p of nbytes made by jemalloc, with its stack (0: none).
+ * single: the process has one thread.  [hot path]
+ */
 static TFA_ALWAYS_INLINE void
-fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, bool single)
+fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, uint32_t stack_id,
+	    bool single)
 {
 	tfa_tracking_allocator_t *ta = &cpu_tracker;
 	size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
@@ -445,37 +491,71 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, b
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = 0; /* a thread with a current resource takes the general path */
-	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, 0, tag,
+	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, stack_id, tag,
 					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
 		fast_count_alloc(s, nbytes, asz, single);
+		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
+			tfa_sites_alloc(ta->sites, stack_id, nbytes);
 		if (!single)
 			tfa_ptr_table_release(held);
 		return;
 	}
 	if (!single)
 		tfa_ptr_table_release(held);
-	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .tag = tag };
+	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .stack_id = stack_id,
+			     .tag = tag };
 	tfa_tracking_record_block(ta, &rec, asz);
 }
 
-static TFA_ALWAYS_INLINE void *
-fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+/*
+ * Sampled stacks (TFALLOC_SAMPLE_BYTES): false when an allocation of nbytes
+ * reaches the thread's next sample point: stack_for then decides, as on the
+ * general path, and captures its stack; otherwise counts it against the
+ * interval, as stack_for does.  Without stacks the countdown starts at
+ * INT64_MAX (stack_for) and never runs out; with a stack for every
+ * allocation it stays at 0 and always runs out.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+fast_unsampled(size_t nbytes)
 {
+	int64_t left = tfa_tls.sample_left - (int64_t)nbytes;
+
+	if (tfa_unlikely(left <= 0))
+		return false;
+	tfa_tls.sample_left = left;
+	return true;
+}
+
+/* sampled: fast_unsampled said no, the stack is stack_for's to decide.  [hot path] */
+static TFA_ALWAYS_INLINE void *
+fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero, bool sampled)
+{
+	uint32_t stack_id = 0;
+
 	shim_enter();
+	if (tfa_unlikely(sampled))
+		stack_id = stack_for(nbytes);
 	/* jemalloc serves malloc(0) as malloc(1). */
 	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
 	if (tfa_likely(p != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
-			fast_record(trec, (uintptr_t)p, nbytes, kind, true);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, true);
 		else
-			fast_record(trec, (uintptr_t)p, nbytes, kind, false);
+			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, false);
 	}
 	shim_exit();
 	return p;
+}
+
+/* fast_alloc with a stack to decide, out of line: the common case keeps its stack id a constant 0. */
+static TFA_NOINLINE void *
+fast_alloc_sampled(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero)
+{
+	return fast_alloc(trec, nbytes, kind, zero, true);
 }
 
 /* false: not served (nothing changed), the general path must.  [hot path] */
@@ -485,7 +565,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
 	if (!single)
-		held = tfa_ptr_table_hold(&process_table, ptr);
+		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
 	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
 	if (tfa_unlikely(i < 0))
 		goto not_served;
@@ -494,6 +574,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX
 			 || held.shard->slots[i].tag != 0))
 		goto not_served;
+	uint32_t stack_id = held.shard->slots[i].stack_id;
 	if (single || held.mode == TFA_PTR_EXCLUSIVE)
 		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
 	else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr)))
@@ -501,7 +582,10 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	size_t asz = tfa_jemalloc_usable[(requested + 7) >> 3];
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	s->num_frees++;
+	/* Counted first: leaving the peak snapshots the sites before one changes. */
 	fast_count(s, -(int64_t)requested, -(int64_t)asz, single, false);
+	if (tfa_unlikely(stack_id != 0) && cpu_tracker.sites != NULL)
+		tfa_sites_free(cpu_tracker.sites, stack_id, requested);
 	if (!single)
 		tfa_ptr_table_release(held);
 	*requested_out = requested;
@@ -566,7 +650,12 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	return p;
 }
 
-void *
+/*
+ * Inlined into the entry points of preload/ (the build uses link-time
+ * optimisation): their constant alignment, kind and zero fill fold the tests
+ * and the record's metadata, and no call is made on the fast path.
+ */
+TFA_ALWAYS_INLINE void *
 tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
@@ -574,7 +663,8 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(tfa_tls.tag == 0)) {
-		void *p = fast_alloc(trec, nbytes, kind, zero);
+		void *p = tfa_likely(fast_unsampled(nbytes)) ? fast_alloc(trec, nbytes, kind, zero, false)
+							     : fast_alloc_sampled(trec, nbytes, kind, zero);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
 			shim_tick();
@@ -599,7 +689,8 @@ shim_free_general(void *ptr, uint8_t kind)
 	errno = saved_errno;
 }
 
-void
+/* Inlined into the entry points, as tfa_shim_alloc. */
+TFA_ALWAYS_INLINE void
 tfa_shim_free(void *ptr, uint8_t kind)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
@@ -640,6 +731,9 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	if (tfa_unlikely((old_meta >> 47) != fast_meta_hi(TFA_KIND_MALLOC) || old > TFA_JE_SMALL_MAX
 			 || (sh->slots[i].tag | tfa_tls.tag) != 0))
 		goto not_served;
+	/* A sampled old block, or a new one to sample (the last check: served from here on). */
+	if (tfa_unlikely(sh->slots[i].stack_id != 0) || tfa_unlikely(!fast_unsampled(nbytes)))
+		goto not_served;
 	void *q = tfa_je_rallocx(p, nbytes, 0);
 	if (tfa_unlikely(q == NULL)) {
 		/* Refused: the old block and its record are intact. */
@@ -655,9 +749,11 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = 0;
 
-	/* The old block's free. */
+	/* The old block's free: one change with the new block's allocation, as the general path counts it. */
+	int64_t before = __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED);
+	fast_leaving(before, before - (int64_t)old + (int64_t)nbytes);
 	s->num_frees++;
-	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, false);
+	fast_count(s, -(int64_t)old, -(int64_t)old_asz, true, true);
 	s->num_reallocs++;
 	if (tfa_likely(q == p)) {
 		tfa_record_t *slot = &sh->slots[i];
@@ -930,10 +1026,14 @@ tfa_shim_init(void)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
 						       opts.limit > INT64_MAX ? INT64_MAX
 									      : (int64_t)opts.limit);
+	if (opts.cuda_limit[0] != '\0' && tfa_devices_set_limits(opts.cuda_limit) != 0)
+		tfa_log("TFALLOC_CUDA_LIMIT=%s: expected ORDINAL:SIZE[,ORDINAL:SIZE...] "
+			"(e.g. 0:8G,1:4G; also host:SIZE, managed:SIZE): ignored", opts.cuda_limit);
 	capture_identity();
 	init_stacks();
 	tfa_control_init(opts.tag_by);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	timeline_sample(timeline.start_ns, true);
 	if (opts.profile && opts.flush_interval_ms != 0)
 		next_flush_ns = timeline.start_ns
@@ -949,10 +1049,9 @@ tfa_shim_init(void)
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
 	/* After the atfork above: its fork handlers run around the shim's. */
 	tfa_remote_init(opts.control_signal);
-	/* The fast path knows one backend and keeps no stacks. */
-	tfa_tracking_allocator_set_fast(&cpu_tracker,
-					tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
-						&& stacks.mode == TFA_STACKS_NONE);
+	/* The fast path knows one backend and no resources: with --tag-by thread every allocation has one. */
+	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
+							      && !tfa_control_tag_by_thread);
 
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
@@ -984,6 +1083,10 @@ struct leak_walk {
 	uint64_t blocks;
 	uint64_t class_bytes[TFA_LEAK_REACHABLE + 1];  /* by enum tfa_prof_leak_kind_e */
 	uint64_t class_blocks[TFA_LEAK_REACHABLE + 1];
+	/* The part of the figures above that other devices (CUDA) leaked. */
+	uint64_t dev_bytes;
+	uint64_t dev_blocks;
+	uint64_t dev_class_bytes[TFA_LEAK_REACHABLE + 1];
 	bool classified;
 };
 
@@ -1034,6 +1137,11 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, u
 	w->blocks++;
 	w->class_bytes[kind] += requested;
 	w->class_blocks[kind]++;
+	if (device != TFA_DEVCODE_CPU) {
+		w->dev_bytes += requested;
+		w->dev_blocks++;
+		w->dev_class_bytes[kind] += requested;
+	}
 }
 
 static uint64_t
@@ -1057,6 +1165,20 @@ leak_visit(void *arg, const tfa_record_t *rec)
 		return;
 	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
 		 allocated_size_of(&info), info.ptr);
+}
+
+/* A live block of another device (core/devices.h): allocated bytes are its requested bytes. */
+static void
+device_leak_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_walk *w = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
+		 info.requested, info.ptr);
 }
 
 /* ---- leak classes at exit (core/leak_scan.h) ----------------------------------------------- */
@@ -1173,6 +1295,44 @@ collect_visit(void *arg, const tfa_record_t *rec)
 }
 
 /*
+ * A block of another device is a node of the graph like a heap block (its
+ * own class is decided in classify_leaks: definite).  Device memory (cuda:N)
+ * is never read; pinned host and managed memory is host memory and is
+ * scanned for pointers like the heap, so that the host blocks it holds are
+ * classified as usual.
+ */
+static void
+collect_device_visit(void *arg, const tfa_record_t *rec)
+{
+	struct leak_collect *c = arg;
+	tfa_alloc_info_t info;
+
+	tfa_record_unpack(rec, &info);
+	if (info.kind == TFA_KIND_INTERNAL)
+		return;
+	if (c->failed || (c->n == c->cap && !collect_grow(c))) {
+		c->failed = true;
+		return;
+	}
+	c->blocks[c->n] = (tfa_leak_block_t){
+		.addr = info.ptr,
+		.size = info.requested,
+		.user = (uint32_t)c->n,
+		/* Device memory cannot be read; a VMM record's key is a handle, not memory. */
+		.flags = info.device >= TFA_DEVCODE_CUDA0 || info.kind == TFA_KIND_DEVICE_HANDLE
+				 ? TFA_LEAK_NOSCAN
+				 : 0,
+	};
+	c->recs[c->n] = (struct leak_rec){
+		.allocated = info.requested,
+		.stack_id = info.stack_id,
+		.tag = (uint16_t)info.tag,
+		.device = info.device,
+	};
+	c->n++;
+}
+
+/*
  * The anonymous memory the program mapped itself (pymalloc's arenas, the
  * loader's link_maps) is a root, as for memcheck, when the shim knows all of
  * its own: every mapping of its arena and of its private jemalloc went
@@ -1228,6 +1388,7 @@ classify_leaks(struct leak_walk *w)
 	if (tfa_leak_maps_read(&maps) != 0)
 		return false;
 	tfa_ptr_table_foreach(&process_table, collect_visit, &c);
+	tfa_ptr_table_foreach(tfa_devices_table(), collect_device_visit, &c);
 	if (c.failed)
 		goto out_undo;
 	work_bytes = (2 * c.n + 1) * sizeof(uint32_t);
@@ -1250,8 +1411,17 @@ classify_leaks(struct leak_walk *w)
 	for (size_t i = 0; i < c.n; i++) {
 		const tfa_leak_block_t *b = &c.blocks[i];
 		const struct leak_rec *r = &c.recs[b->user];
+		/*
+		 * A CUDA block still allocated at exit is definitely lost, as
+		 * compute-sanitizer's leak check reports it: the driver keeps every
+		 * allocation in its own tables (host memory the scan reads), so
+		 * reachability says nothing, and only the context's teardown gives
+		 * the memory back.  Pinned host and managed blocks were still
+		 * scanned above: what they point to is classified as usual.
+		 */
+		uint8_t cls = r->device != TFA_DEVCODE_CPU ? (uint8_t)TFA_LEAK_DEFINITE : b->cls;
 		if (!r->internal)
-			leak_add(w, r->stack_id, r->tag, r->device, b->cls, b->size, r->allocated, b->addr);
+			leak_add(w, r->stack_id, r->tag, r->device, cls, b->size, r->allocated, b->addr);
 	}
 	w->classified = true;
 	ok = true;
@@ -1264,6 +1434,8 @@ out_undo:
 	w->bytes = w->blocks = 0;
 	memset(w->class_bytes, 0, sizeof(w->class_bytes));
 	memset(w->class_blocks, 0, sizeof(w->class_blocks));
+	w->dev_bytes = w->dev_blocks = 0;
+	memset(w->dev_class_bytes, 0, sizeof(w->dev_class_bytes));
 out:
 	tfa_arena_unmap(work, work_bytes);
 	tfa_arena_unmap(c.blocks, c.blocks_bytes);
@@ -1344,10 +1516,16 @@ write_stack_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 		tfa_pw_u64(w, pcs[i]);
 }
 
+struct site_visit {
+	tfa_pw_t *w;
+	const char *device;
+};
+
 static void
 write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 {
-	tfa_pw_t *w = arg;
+	const struct site_visit *v = arg;
+	tfa_pw_t *w = v->w;
 	uint64_t f[TFA_SITEF_FIELD_COUNT] = {
 		[TFA_SITEF_NUM_ALLOCS] = site->allocs,
 		[TFA_SITEF_TOTAL_BYTES] = site->total_bytes,
@@ -1357,7 +1535,7 @@ write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 	};
 
 	tfa_pw_begin(w, TFA_REC_SITE);
-	tfa_pw_str(w, "cpu");
+	tfa_pw_str(w, v->device);
 	tfa_pw_u32(w, stack_id);
 	tfa_pw_counts(w, f, TFA_SITEF_FIELD_COUNT);
 	tfa_pw_end(w);
@@ -1396,7 +1574,18 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_begin(w, TFA_REC_STACKS);
 	tfa_stack_table_foreach(&tfa_process_stacks, write_stack_visit, w);
 	tfa_pw_end(w);
-	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, w);
+	struct site_visit v = { .w = w, .device = "cpu" };
+	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, &v);
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t dst;
+		if (ta == NULL || ta->sites == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &dst);
+		v.device = tfa_devcode_name(c);
+		tfa_sites_foreach(ta->sites, dst.peak_bytes_in_use, dst.bytes_in_use, write_site_visit, &v);
+	}
 }
 
 #define TIMELINE_POINT_BYTES 36u
@@ -1425,6 +1614,39 @@ write_timeline_records(tfa_pw_t *w, const tfa_allocator_stats_t *st)
 		tfa_pw_end(w);
 	}
 	tfa_unlock(&timeline_lock);
+}
+
+/* One DEVICE record per other device something was allocated on (core/devices.h). */
+static void
+write_device_records(tfa_pw_t *w)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t d;
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &d);
+		uint64_t f[TFA_DEV_FIELD_COUNT] = {
+			[TFA_DEV_NUM_ALLOCS] = (uint64_t)d.num_allocs,
+			[TFA_DEV_NUM_FREES] = (uint64_t)d.num_frees,
+			[TFA_DEV_NUM_REALLOCS] = (uint64_t)d.num_reallocs,
+			[TFA_DEV_BYTES_IN_USE] = (uint64_t)d.bytes_in_use,
+			[TFA_DEV_PEAK_BYTES_IN_USE] = (uint64_t)d.peak_bytes_in_use,
+			[TFA_DEV_LARGEST_ALLOC_SIZE] = (uint64_t)d.largest_alloc_size,
+			[TFA_DEV_TOTAL_BYTES] = (uint64_t)d.total_bytes,
+			[TFA_DEV_BYTES_LIMIT] = (uint64_t)d.bytes_limit,
+			[TFA_DEV_ALLOCATED_BYTES_IN_USE] = (uint64_t)d.allocated_bytes_in_use,
+			[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = (uint64_t)d.peak_allocated_bytes_in_use,
+			[TFA_DEV_TOTAL_ALLOCATED_BYTES] = (uint64_t)d.total_allocated_bytes,
+			[TFA_DEV_SHIM_OVERHEAD_BYTES] = 0,
+		};
+		tfa_pw_begin(w, TFA_REC_DEVICE);
+		tfa_pw_str(w, tfa_devcode_name(c));
+		tfa_pw_str(w, tfa_allocator_name(ta->wrapper.wrapped));
+		tfa_pw_counts(w, f, TFA_DEV_FIELD_COUNT);
+		tfa_pw_end(w);
+	}
 }
 
 static void
@@ -1465,6 +1687,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_str(w, tfa_allocator_name(cpu_tracker.wrapper.wrapped));
 	tfa_pw_counts(w, dev, TFA_DEV_FIELD_COUNT);
 	tfa_pw_end(w);
+	write_device_records(w);
 	/* The figures alone (tfa_shim_write_stats): no stacks, series, leaks or errors. */
 	if (leaks == NULL) {
 		tfa_control_write_records(w);
@@ -1473,6 +1696,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 
 	write_stack_records(w, end_reason, st);
 	write_timeline_records(w, st);
+	tfa_devices_write_timelines(w);
 	tfa_control_write_records(w);
 
 	for (size_t i = 0; i <= leaks->cap; i++) {
@@ -1493,7 +1717,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 			[TFA_LEAKF_RESOURCE] = g->tag,
 		};
 		tfa_pw_begin(w, TFA_REC_LEAK);
-		tfa_pw_str(w, "cpu");
+		tfa_pw_str(w, tfa_devcode_name(g->device));
 		tfa_pw_u32(w, g->stack_id);
 		tfa_pw_u32(w, g->kind);
 		tfa_pw_counts(w, f, TFA_LEAKF_FIELD_COUNT);
@@ -1528,6 +1752,38 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_end(w);
 }
 
+/* One line per other device something was allocated on (the first line's leaks include theirs). */
+static void
+print_device_summaries(const struct leak_walk *leaks)
+{
+	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
+		unsigned c = tfa_devcode_at(i);
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
+		tfa_allocator_stats_t d;
+		uint64_t bytes = 0, blocks = 0;
+		char peak[32], total[32], leaked[32];
+		if (ta == NULL)
+			continue;
+		tfa_tracking_allocator_get_stats(ta, &d);
+		for (size_t g = 0; leaks->groups != NULL && g < leaks->cap; g++) {
+			if (leaks->groups[g].blocks != 0 && leaks->groups[g].device == c) {
+				bytes += leaks->groups[g].bytes;
+				blocks += leaks->groups[g].blocks;
+			}
+		}
+		if (leaks->overflow.blocks != 0 && leaks->overflow.device == c) {
+			bytes += leaks->overflow.bytes;
+			blocks += leaks->overflow.blocks;
+		}
+		tfa_format_bytes(peak, sizeof(peak), (uint64_t)d.peak_bytes_in_use);
+		tfa_format_bytes(total, sizeof(total), (uint64_t)d.total_bytes);
+		tfa_format_bytes(leaked, sizeof(leaked), bytes);
+		tfa_log("%s: %s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s)", proc.comm,
+			tfa_devcode_name(c), peak, (long long)d.num_allocs, total,
+			(unsigned long long)blocks, leaked);
+	}
+}
+
 static void
 print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, int write_err)
 {
@@ -1537,15 +1793,21 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 
 	tfa_format_bytes(peak, sizeof(peak), (uint64_t)st->peak_bytes_in_use);
 	tfa_format_bytes(total, sizeof(total), (uint64_t)st->total_bytes);
-	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes);
+	/* The cpu's figures: the CUDA devices have lines of their own. */
+	uint64_t leaked_blocks = leaks->blocks - leaks->dev_blocks;
+	tfa_format_bytes(leaked, sizeof(leaked), leaks->bytes - leaks->dev_bytes);
 	/* With classes: how much of it memcheck would call lost. */
 	char classes[160] = "";
-	if (leaks->classified && leaks->blocks != 0) {
+	if (leaks->classified && leaked_blocks != 0) {
 		char d[32], i[32], p[32], r[32];
-		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]);
-		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]);
-		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]);
-		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]);
+		tfa_format_bytes(d, sizeof(d), leaks->class_bytes[TFA_LEAK_DEFINITE]
+						   - leaks->dev_class_bytes[TFA_LEAK_DEFINITE]);
+		tfa_format_bytes(i, sizeof(i), leaks->class_bytes[TFA_LEAK_INDIRECT]
+						   - leaks->dev_class_bytes[TFA_LEAK_INDIRECT]);
+		tfa_format_bytes(p, sizeof(p), leaks->class_bytes[TFA_LEAK_POSSIBLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_POSSIBLE]);
+		tfa_format_bytes(r, sizeof(r), leaks->class_bytes[TFA_LEAK_REACHABLE]
+						   - leaks->dev_class_bytes[TFA_LEAK_REACHABLE]);
 		tfa_snprintf(classes, sizeof(classes), ": %s definitely lost, %s indirectly, %s possibly, %s reachable",
 			     d, i, p, r);
 	}
@@ -1561,8 +1823,9 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
 	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
-		peak, (long long)st->num_allocs, total, (unsigned long long)leaks->blocks, leaked,
+		peak, (long long)st->num_allocs, total, (unsigned long long)leaked_blocks, leaked,
 		classes, errors, where);
+	print_device_summaries(leaks);
 }
 
 /* A periodic snapshot could not be written: said once, not at every interval. */
@@ -1643,8 +1906,10 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	bool classify = opts.leak_classes && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
 	if (classify && final_ctx.stack_lo == 0)
 		capture_final_context();
-	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks)))
+	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks))) {
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
+		tfa_ptr_table_foreach(tfa_devices_table(), device_leak_visit, &leaks);
+	}
 	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
 
 	if (opts.profile)
@@ -1942,6 +2207,7 @@ tfa_shim_prefork(void)
 	tfa_stack_table_prefork(&tfa_process_stacks);
 	tfa_modules_prefork();
 	tfa_ptr_table_prefork(&process_table);
+	tfa_devices_prefork();
 	tfa_thread_prefork();
 	tfa_arena_prefork();
 	/* Anything this thread allocates until fork returns must not wait for these locks. */
@@ -1954,6 +2220,7 @@ tfa_shim_postfork_parent(void)
 	tfa_tls.holds_all_locks = 0;
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
+	tfa_devices_postfork_parent();
 	tfa_ptr_table_postfork_parent(&process_table);
 	tfa_modules_postfork_parent();
 	tfa_stack_table_postfork_parent(&tfa_process_stacks);
@@ -1970,6 +2237,7 @@ tfa_shim_postfork_child(void)
 	tfa_tls.holds_all_locks = 0;
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
+	tfa_devices_postfork_child();
 	tfa_ptr_table_postfork_child(&process_table);
 	tfa_modules_postfork_child();
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
@@ -1991,6 +2259,7 @@ tfa_shim_postfork_child(void)
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
+	tfa_devices_set_time_origin(timeline.start_ns);
 	if (next_flush_ns != 0)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
@@ -2076,8 +2345,10 @@ tfa_shim_call_end(void)
 bool
 tfa_shim_device_stats(unsigned device, tfa_allocator_stats_t *out)
 {
-	if (device != TFA_DEVICE_CPU)
-		return false;
+	if (device != TFA_DEVICE_CPU) {
+		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(device);
+		return ta != NULL && tfa_tracking_allocator_get_stats(ta, out);
+	}
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	return tfa_tracking_allocator_get_stats(&cpu_tracker, out);
 }
@@ -2085,8 +2356,14 @@ tfa_shim_device_stats(unsigned device, tfa_allocator_stats_t *out)
 bool
 tfa_shim_pointer_info(const void *ptr, tfa_alloc_info_t *info, uint64_t *allocated)
 {
-	if (!tfa_tracking_lookup(&cpu_tracker, ptr, info))
-		return false;
+	if (!tfa_tracking_lookup(&cpu_tracker, ptr, info)) {
+		tfa_record_t rec;
+		if (!tfa_ptr_table_lookup(tfa_devices_table(), (uintptr_t)ptr, &rec))
+			return false;
+		tfa_record_unpack(&rec, info);
+		*allocated = info->requested;
+		return true;
+	}
 	*allocated = allocated_size_of(info);
 	return true;
 }
@@ -2101,6 +2378,12 @@ const char *
 tfa_shim_profile_path(void)
 {
 	return profile_path;
+}
+
+bool
+tfa_shim_cuda_trace(void)
+{
+	return opts.cuda_trace;
 }
 
 bool

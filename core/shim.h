@@ -108,8 +108,16 @@ bool tfa_shim_pointer_info(const void *ptr, struct tfa_alloc_info_s *info, uint6
 void tfa_shim_foreach_record(void (*fn)(void *arg, const struct tfa_record_s *rec), void *arg);
 /* Where the profile was last written ("" before the first). */
 const char *tfa_shim_profile_path(void);
+/* TFALLOC_CUDA_TRACE. */
+bool tfa_shim_cuda_trace(void);
 /* TFALLOC_QUIET. */
 bool tfa_shim_quiet(void);
+
+/*
+ * The stack to record for an allocation of nbytes another API makes
+ * (cuda_hooks/): as for malloc (every one, or a sample); 0: none.
+ */
+uint32_t tfa_shim_stack_for(size_t nbytes);
 
 /* The fork triad of every module, in lock order. */
 void tfa_shim_prefork(void);

@@ -449,6 +449,129 @@ tfa_tracking_record_block(tfa_tracking_allocator_t *ta, const tfa_record_t *rec,
 		tfa_tracking_insert_failed(ta, r, &old);
 }
 
+/* ---- memory another API makes (cuda_hooks/) ------------------------------------------- */
+
+bool
+tfa_tracking_reserve(tfa_tracking_allocator_t *ta, size_t nbytes, uint32_t tag, bool *reserved)
+{
+	int64_t limit = __atomic_load_n(&ta->bytes_limit, __ATOMIC_RELAXED);
+
+	*reserved = false;
+	if (nbytes > TFA_REQUESTED_MAX)
+		nbytes = TFA_REQUESTED_MAX;
+	if (limit > 0) {
+		int64_t now = __atomic_add_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		if (now > limit) {
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+			return false;
+		}
+		*reserved = true;
+	}
+	if (tag != 0 && !tfa_res_reserve(tag, nbytes)) {
+		if (*reserved)
+			__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+		*reserved = false;
+		return false;
+	}
+	return true;
+}
+
+void
+tfa_tracking_unreserve(tfa_tracking_allocator_t *ta, size_t nbytes, uint32_t tag, bool reserved)
+{
+	if (nbytes > TFA_REQUESTED_MAX)
+		nbytes = TFA_REQUESTED_MAX;
+	if (reserved)
+		__atomic_sub_fetch(&ta->in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+	if (tag != 0)
+		tfa_res_unreserve(tag, nbytes);
+}
+
+void
+tfa_tracking_record_external(tfa_tracking_allocator_t *ta, uintptr_t ptr, size_t nbytes,
+			     size_t actual, uint8_t kind, uint32_t stack_id, uint32_t tag, bool reserved)
+{
+	if (nbytes > TFA_REQUESTED_MAX)
+		nbytes = TFA_REQUESTED_MAX;
+	if (actual > TFA_REQUESTED_MAX)
+		actual = TFA_REQUESTED_MAX;
+	/* A pitched block larger than reserved: the rest counted without a limit. */
+	if (actual != nbytes) {
+		int64_t more = (int64_t)actual - (int64_t)nbytes;
+		if (reserved)
+			__atomic_add_fetch(&ta->in_use, more, __ATOMIC_RELAXED);
+		if (tag != 0) {
+			if (more > 0)
+				tfa_res_force_reserve(tag, (uint64_t)more);
+			else
+				tfa_res_unreserve(tag, (uint64_t)-more);
+		}
+	}
+	if (ta->degraded) {
+		tfa_tracking_unreserve(ta, actual, tag, reserved);
+		return;
+	}
+	tfa_allocator_t *b = __atomic_load_n(&ta->wrapper.wrapped, __ATOMIC_ACQUIRE);
+	tfa_alloc_info_t info = {
+		.ptr = ptr,
+		.requested = actual,
+		.backend = b->backend_id,
+		.kind = kind,
+		.device = ta->device_code,
+		.stack_id = stack_id,
+		.tag = tag,
+	};
+	tfa_record_t old;
+
+	take_id(ta, &info);
+	tfa_record_t rec = tfa_record_pack(&info);
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, ptr);
+	int r = tfa_ptr_held_insert_room(ta->table, &held, &rec, &old);
+	slot_ref_t ref = slot_enter(ta);
+	if (r >= 0)
+		account_alloc(ref.slot, actual, actual, reserved);
+	tfa_tracking_settle(ta, ref.slot);
+	slot_exit(ref);
+	if (r >= 0) {
+		if (reserved)
+			raise_peak(&ta->peak, __atomic_load_n(&ta->in_use, __ATOMIC_RELAXED));
+		site_alloc(ta, stack_id, actual);
+		if (tag != 0)
+			tfa_res_charge(tag, ta->device_code, actual, actual);
+	}
+	tfa_ptr_table_release(held);
+	if (r > 0) {
+		account_lost_free(ta, &old);
+	} else if (r < 0) {
+		tfa_tracking_unreserve(ta, actual, tag, reserved);
+		degrade(ta);
+	}
+}
+
+bool
+tfa_tracking_forget(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info)
+{
+	tfa_record_t rec;
+	tfa_alloc_info_t local;
+
+	if (info == NULL)
+		info = &local;
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, ptr);
+	bool found = tfa_ptr_held_remove(held, ptr, &rec);
+	if (found) {
+		tfa_record_unpack(&rec, info);
+		slot_ref_t ref = slot_enter(ta);
+		account_free(ta, ref.slot, info->requested, info->requested);
+		tfa_tracking_settle(ta, ref.slot);
+		slot_exit(ref);
+		site_free(ta, info->stack_id, info->requested);
+		if (info->tag != 0)
+			tfa_res_uncharge(info->tag, info->device, info->requested, info->requested);
+	}
+	tfa_ptr_table_release(held);
+	return found;
+}
+
 void *
 tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 		      const tfa_allocation_attrs_t *attrs)

@@ -116,6 +116,30 @@ void tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, bool on);
  */
 void tfa_tracking_record_block(tfa_tracking_allocator_t *ta, const tfa_record_t *rec, size_t asz);
 
+/*
+ * Memory another API makes (CUDA, cuda_hooks/): the caller asks the API
+ * itself and tells the tracker around the call.
+ *   tfa_tracking_reserve    before the call: nbytes against the bytes limit
+ *                           and the limit of the resource `tag` (0: none).
+ *                           false: refused, nothing changed.  *reserved says
+ *                           whether the tracker's own limit took the bytes.
+ *   tfa_tracking_unreserve  the call failed: gives the reservation back.
+ *   tfa_tracking_record_external  the call made ptr of `actual` bytes
+ *                           (reserved with `nbytes`; a pitched allocation
+ *                           may get more): records and counts it, with the
+ *                           tracker's device code and `kind` (TFA_KIND_DEVICE,
+ *                           or TFA_KIND_DEVICE_HANDLE when ptr is a handle).
+ *   tfa_tracking_forget     before the free is forwarded: removes and
+ *                           uncounts ptr; false (nothing done) when unknown.
+ * Allocated bytes equal requested bytes for such memory.
+ */
+bool tfa_tracking_reserve(tfa_tracking_allocator_t *ta, size_t nbytes, uint32_t tag, bool *reserved);
+void tfa_tracking_unreserve(tfa_tracking_allocator_t *ta, size_t nbytes, uint32_t tag, bool reserved);
+void tfa_tracking_record_external(tfa_tracking_allocator_t *ta, uintptr_t ptr, size_t nbytes,
+				  size_t actual, uint8_t kind, uint32_t stack_id, uint32_t tag,
+				  bool reserved);
+bool tfa_tracking_forget(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info);
+
 /* 0: no limit.  Requests that would take bytes in use past the limit fail. */
 void tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t limit);
 

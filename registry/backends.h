@@ -7,6 +7,9 @@
 #ifndef TFA_REGISTRY_BACKENDS_H
 #define TFA_REGISTRY_BACKENDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "core/allocator.h"
 
 /* glibc's malloc through __libc_malloc & co.; usable before any constructor. */
@@ -20,5 +23,21 @@ void tfa_glibc_allocator_resolve(void);
 
 /* glibc's malloc_usable_size of one of its pointers; 0 before resolve. */
 size_t tfa_glibc_usable_size(const void *ptr);
+
+/*
+ * The driver calls of the CUDA entries (registry/cuda_allocator.c), installed
+ * by cuda_hooks/ in the shim (NULL elsewhere: the entries are unavailable).
+ * Results are CUDA's (0: success).
+ */
+typedef struct tfa_cuda_backend_s {
+	bool (*available)(void); /* libcuda is loaded in the process (never loads it) */
+	int (*device_count)(void);
+	int (*alloc)(int ordinal, size_t nbytes, void **out); /* device memory of that ordinal */
+	int (*free)(void *ptr);
+	int (*alloc_host)(size_t nbytes, void **out); /* pinned host memory */
+	int (*free_host)(void *ptr);
+} tfa_cuda_backend_t;
+
+extern const tfa_cuda_backend_t *tfa_cuda_backend;
 
 #endif /* TFA_REGISTRY_BACKENDS_H */

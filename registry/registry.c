@@ -68,7 +68,7 @@ instance(size_t i, int ordinal)
 	a = create(ordinal);
 	tfa_lock(&registry_lock);
 	e->instances[ordinal] = a;
-	e->tried[ordinal] = true;
+	e->tried[ordinal] = a != NULL || !e->reg.retry_unavailable;
 	tfa_unlock(&registry_lock);
 	return a;
 }

@@ -38,6 +38,12 @@ typedef struct tfa_registration_s {
 	tfa_allocator_attrs_t attrs; /* the memory it gives (on_host, gpu_compatible, ...) */
 	/* Returns the allocator for a device ordinal, NULL when unavailable. */
 	tfa_allocator_t *(*create)(int ordinal);
+	/*
+	 * A NULL from create() is asked again at the next lookup (the backend may
+	 * become available later: CUDA once the program loads libcuda); otherwise
+	 * it is final.
+	 */
+	bool retry_unavailable;
 	const char *file;
 	int line;
 } tfa_registration_t;
@@ -79,10 +85,13 @@ const tfa_registration_t *tfa_registry_entry(size_t i);
 void tfa_registry_reset(void);
 
 #define TFA_REGISTER_ALLOCATOR(name, priority, device, attrs, create_fn) \
-	TFA_REGISTER_ALLOCATOR_(__COUNTER__, name, priority, device, attrs, create_fn)
-#define TFA_REGISTER_ALLOCATOR_(ctr, name, priority, device, attrs, create_fn) \
-	TFA_REGISTER_ALLOCATOR__(ctr, name, priority, device, attrs, create_fn)
-#define TFA_REGISTER_ALLOCATOR__(ctr, name_, priority_, device_, attrs_, create_fn)      \
+	TFA_REGISTER_ALLOCATOR_(__COUNTER__, name, priority, device, attrs, create_fn, false)
+/* The same, for a backend that may become available later (create() asked again). */
+#define TFA_REGISTER_ALLOCATOR_LATE(name, priority, device, attrs, create_fn) \
+	TFA_REGISTER_ALLOCATOR_(__COUNTER__, name, priority, device, attrs, create_fn, true)
+#define TFA_REGISTER_ALLOCATOR_(ctr, name, priority, device, attrs, create_fn, retry) \
+	TFA_REGISTER_ALLOCATOR__(ctr, name, priority, device, attrs, create_fn, retry)
+#define TFA_REGISTER_ALLOCATOR__(ctr, name_, priority_, device_, attrs_, create_fn, retry_) \
 	__attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void                  \
 	tfa_register_allocator_##ctr(void)                                                \
 	{                                                                                 \
@@ -92,6 +101,7 @@ void tfa_registry_reset(void);
 			.device = (device_),                                              \
 			.attrs = { (attrs_) },                                            \
 			.create = (create_fn),                                            \
+			.retry_unavailable = (retry_),                                    \
 			.file = __FILE__,                                                 \
 			.line = __LINE__,                                                 \
 		};                                                                        \

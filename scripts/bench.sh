@@ -23,9 +23,11 @@ build/bench/results.json.  Each run's stdout (checksum lines) and exit status
 must equal plain glibc's: a cell where one differs shows WRONG.
 
 options:
-  --quick            inputs about 4x smaller, fewer peer repetitions (under 2 minutes)
-  --reps N           repetitions of the tfalloc, glibc, jemalloc and lsan cells (default 5, --quick 3);
-                     heaptrack, memcheck and jeprof run min(N, 3/2/2) times (--quick: 2/1/1)
+  --quick            inputs about 4x smaller, fewer peer repetitions (under 2 minutes;
+                     the full run: under 10)
+  --reps N           repetitions of the tfalloc, glibc and jemalloc cells (default 5, --quick 3);
+                     heaptrack, lsan, memcheck and jeprof run min(N, 3/3/2/2) times
+                     (--quick: 1/2/1/1)
   --only W,...       workloads, of: trees realloc prodcons churn large python3
                      python3-malloc sqlite3 gxx git (default: all)
   --modes M,...      modes, of: glibc jemalloc tfalloc tfalloc-glibc tfalloc-stacks

@@ -482,6 +482,30 @@ html_timeline(tfa_json_t *j, const tfa_profile_t *p)
 		tfa_json_end_array(j);
 	}
 	tfa_json_end_object(j);
+
+	/* The CUDA devices' series: bytes in use only. */
+	tfa_json_key(j, "device_timelines");
+	tfa_json_begin_array(j);
+	for (size_t d = 0; d < p->ndev_timelines; d++) {
+		const tfa_profile_dev_timeline_t *t = &p->dev_timelines[d];
+
+		tfa_json_begin_object(j);
+		tfa_json_kv_string(j, "device", t->device);
+		tfa_json_kv_u64(j, "interval_ns", t->interval_ns);
+		for (int col = 0; col < 3; col++) {
+			static const char *const names[] = { "t_ns", "bytes_in_use", "flags" };
+
+			tfa_json_key(j, names[col]);
+			json_begin_compact_array(j);
+			for (size_t i = 0; i < t->n; i++) {
+				const tfa_profile_point_t *pt = &p->dev_points[t->first + i];
+				tfa_json_u64(j, col == 0 ? pt->t_ns : col == 1 ? pt->bytes_in_use : pt->flags);
+			}
+			tfa_json_end_array(j);
+		}
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
 }
 
 static uint64_t

@@ -710,6 +710,32 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	}
 	tfa_json_end_array(j);
 
+	/* The other devices' series (CUDA): same points, no rss. */
+	tfa_json_key(j, "device_timelines");
+	tfa_json_begin_array(j);
+	for (size_t d = 0; d < p->ndev_timelines; d++) {
+		const tfa_profile_dev_timeline_t *t = &p->dev_timelines[d];
+
+		tfa_json_begin_object(j);
+		tfa_json_kv_string(j, "device", t->device);
+		tfa_json_key(j, "points");
+		tfa_json_begin_array(j);
+		for (size_t i = 0; i < t->n; i++) {
+			const tfa_profile_point_t *pt = &p->dev_points[t->first + i];
+
+			tfa_json_begin_compact_object(j);
+			report_seconds(num, sizeof(num), pt->t_ns);
+			tfa_json_key(j, "t");
+			tfa_json_number(j, num);
+			tfa_json_kv_u64(j, "bytes_in_use", pt->bytes_in_use);
+			tfa_json_kv_bool(j, "peak", (pt->flags & 1u) != 0);
+			tfa_json_end_object(j);
+		}
+		tfa_json_end_array(j);
+		tfa_json_end_object(j);
+	}
+	tfa_json_end_array(j);
+
 	tfa_json_end_object(j);
 }
 
@@ -1156,6 +1182,20 @@ text_timeline(FILE *f, const tfa_profile_t *p)
 	text_bytes(f, peak->bytes_in_use);
 	fprintf(f, ", at %" PRIu64 ".%03" PRIu64 " s\n", peak->t_ns / 1000000000u,
 	        peak->t_ns / 1000000u % 1000);
+	for (size_t d = 0; d < p->ndev_timelines; d++) {
+		const tfa_profile_dev_timeline_t *t = &p->dev_timelines[d];
+		const tfa_profile_point_t *top = NULL;
+		for (size_t i = 0; i < t->n; i++)
+			if (top == NULL || p->dev_points[t->first + i].bytes_in_use > top->bytes_in_use)
+				top = &p->dev_points[t->first + i];
+		if (top == NULL)
+			continue;
+		fprintf(f, "  timeline %s: %zu %s; the most in use, ", t->device, t->n,
+		        t->n == 1 ? "point" : "points");
+		text_bytes(f, top->bytes_in_use);
+		fprintf(f, ", at %" PRIu64 ".%03" PRIu64 " s\n", top->t_ns / 1000000000u,
+		        top->t_ns / 1000000u % 1000);
+	}
 }
 
 static void
@@ -1576,6 +1616,12 @@ diff_add(struct diff *d, struct report *r, int side)
 			struct sig_buf b = { 0 };
 			double v[TFA_SITEF_FIELD_COUNT];
 
+			/* A device other than cpu is a pseudo-frame "[cuda:0]" first: its sites are not the cpu's. */
+			if (site->device != NULL && strcmp(site->device, "cpu") != 0) {
+				sig_put(&b, "[");
+				sig_put(&b, site->device);
+				sig_put(&b, "]\x1f\x1f\x1f\x1e");
+			}
 			if (!for_each_frame(e, site->stack_id, sig_frame, &b))
 				sig_put(&b, "");
 			if (b.oom) {

@@ -31,8 +31,8 @@ import time
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 LIBLSAN = "/usr/lib/x86_64-linux-gnu/liblsan.so.0"
 TIMEOUT_S = 120  # every run; a run killed at the limit is marked "timeout"
-PEER_REPS = {"heaptrack": 3, "memcheck": 2, "jeprof": 2}  # full run; at most --reps
-PEER_REPS_QUICK = {"heaptrack": 2, "memcheck": 1, "jeprof": 1}
+PEER_REPS = {"heaptrack": 3, "memcheck": 2, "jeprof": 2, "lsan": 3}  # full run; at most --reps
+PEER_REPS_QUICK = {"heaptrack": 1, "memcheck": 1, "jeprof": 1, "lsan": 2}
 REPORT_REPS = 5  # timings of `tfalloc report` on the trees profile
 
 # Environment variables a run must never inherit from the caller.
@@ -42,7 +42,9 @@ SCRUB_ENV = ("LD_PRELOAD", "MALLOC_CONF", "LSAN_OPTIONS", "PYTHONMALLOC", "GLIBC
 
 # --------------------------------------------------------------------------
 # Workloads: each gives the command for a size, and the sizes of a full run,
-# of --quick and of the small input that memcheck (and jeprof) run on.
+# of --quick (about 4x less work) and of the small input that memcheck (and
+# jeprof) run on.  A full run's inputs take plain jemalloc 0.2 to 1 s: enough
+# for a median of 5, and the whole run within 10 minutes.
 # --------------------------------------------------------------------------
 
 class Workload:
@@ -159,7 +161,7 @@ def make_workloads():
         return ["sqlite3", ":memory:", ".read " + ctx.sqlite_script(size)], []
 
     def gxx(ctx, size, work):
-        src = {"tp_cxx.cpp": "test/programs/tp_cxx.cpp", "small.cpp": "test/bench/small.cpp"}[size]
+        src = {"small.cpp": "test/bench/small.cpp", "tiny.cpp": "test/bench/tiny.cpp"}[size]
         obj = os.path.join(work, "gxx.o")
         return ["g++", "-O1", "-c", os.path.join(ctx.root, src), "-o", obj], [obj]
 
@@ -167,36 +169,36 @@ def make_workloads():
         return ["git", "-C", ctx.git_repo(), "log", "--stat", "-n", str(size)], []
 
     return [
-        Workload("trees", "synthetic", {"full": 17, "quick": 15, "small": 12}, synthetic("trees"),
+        Workload("trees", "synthetic", {"full": 16, "quick": 14, "small": 11}, synthetic("trees"),
                  describe="binary trees of depth 4..D built and freed (16-byte nodes); size D"),
-        Workload("realloc", "synthetic", {"full": 80000, "quick": 20000, "small": 4000},
+        Workload("realloc", "synthetic", {"full": 40000, "quick": 10000, "small": 4000},
                  synthetic("realloc"),
                  describe="256 string builders grown by realloc (+1..4096 B) to 8 B..1 MiB; "
                           "size = appends"),
-        Workload("prodcons", "synthetic", {"full": 2000000, "quick": 500000, "small": 60000},
+        Workload("prodcons", "synthetic", {"full": 1000000, "quick": 250000, "small": 60000},
                  synthetic("prodcons"),
                  describe="producer thread allocates 32 B..8 KiB, consumer thread frees; "
                           "size = messages"),
-        Workload("churn", "synthetic", {"full": 8000000, "quick": 2000000, "small": 200000},
+        Workload("churn", "synthetic", {"full": 4000000, "quick": 1000000, "small": 200000},
                  synthetic("churn"),
                  describe="2 threads free+malloc 16..512 B in random slots, 1/32 handed over; "
                           "size = ops per thread"),
-        Workload("large", "synthetic", {"full": 500, "quick": 125, "small": 40},
+        Workload("large", "synthetic", {"full": 250, "quick": 64, "small": 40},
                  synthetic("large"),
                  describe="64 KiB..16 MiB blocks allocated, one byte per page touched, freed; "
                           "size = blocks"),
-        Workload("python3", "real", {"full": 30000, "quick": 7500, "small": 1000}, python,
+        Workload("python3", "real", {"full": 15000, "quick": 3750, "small": 1000}, python,
                  describe="/usr/bin/python3 test/bench/workload.py SHAPES"),
-        Workload("python3-malloc", "real", {"full": 30000, "quick": 7500, "small": 1000}, python,
+        Workload("python3-malloc", "real", {"full": 15000, "quick": 3750, "small": 1000}, python,
                  env={"PYTHONMALLOC": "malloc"},
                  describe="the same with PYTHONMALLOC=malloc"),
-        Workload("sqlite3", "real", {"full": 80000, "quick": 20000, "small": 4000}, sqlite,
+        Workload("sqlite3", "real", {"full": 40000, "quick": 10000, "small": 4000}, sqlite,
                  describe="sqlite3 :memory: running test/bench/workload.sql; size = rows"),
         Workload("gxx", "real",
-                 {"full": "tp_cxx.cpp", "quick": "small.cpp", "small": "small.cpp"}, gxx,
-                 describe="g++ -O1 -c test/programs/tp_cxx.cpp (--quick and small input: "
-                          "test/bench/small.cpp)"),
-        Workload("git", "real", {"full": GIT_COMMITS, "quick": 375, "small": 60}, git,
+                 {"full": "small.cpp", "quick": "tiny.cpp", "small": "tiny.cpp"}, gxx,
+                 describe="g++ -O1 -c test/bench/small.cpp (--quick and small input: "
+                          "test/bench/tiny.cpp)"),
+        Workload("git", "real", {"full": GIT_COMMITS // 2, "quick": GIT_COMMITS // 8, "small": 60}, git,
                  env={},  # git_env() is added in command_env
                  describe=f"git log --stat -n N on a generated repository of {GIT_COMMITS} "
                           "commits; size = N"),
@@ -549,7 +551,7 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=None,
-                    help="repetitions of the tfalloc, glibc, jemalloc and lsan cells (5; --quick: 3)")
+                    help="repetitions of the tfalloc, glibc and jemalloc cells (5; --quick: 3)")
     ap.add_argument("--only", default="")
     ap.add_argument("--modes", default="")
     ap.add_argument("--smoke", action="store_true")
@@ -685,8 +687,12 @@ LSAN_SIGNAL_NOTE = (
 
 # (workload, mode, profile): why the cell is not run.
 SKIP_WHY = {
-    ("gxx", "memcheck", "quick"): "skipped in --quick: cc1plus under memcheck takes ~20 s even "
-                                  "on test/bench/small.cpp",
+    ("gxx", "memcheck", "quick"): "skipped in --quick: cc1plus under memcheck takes ~13 s even "
+                                  "on test/bench/tiny.cpp",
+    ("python3", "memcheck", "quick"): "skipped in --quick: python3 starts in ~5 s under memcheck "
+                                      "(python3-malloc is measured)",
+    ("sqlite3", "memcheck", "quick"): "skipped in --quick (2 to 3 s); measured in a full run",
+    ("git", "memcheck", "quick"): "skipped in --quick (2 to 4 s); measured in a full run",
 }
 # (workload, mode): measured and shown, but not the same work, so left out of the summary.
 NOT_COMPARABLE = {

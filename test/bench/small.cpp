@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
-// A small C++ file for the benchmark's g++ workload under --quick and
-// memcheck (scripts/bench.sh): a few standard headers, about a third of the
-// compile time of test/programs/tp_cxx.cpp.
+// The C++ file of the benchmark's g++ workload in a full run
+// (scripts/bench.sh): a few standard headers, about a third of the compile
+// time of test/programs/tp_cxx.cpp.
 #include <algorithm>
 #include <map>
 #include <string>

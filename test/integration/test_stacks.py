@@ -10,7 +10,8 @@ Cases:
   sites_fp       the same with TFALLOC_STACKS=fp
   none           TFALLOC_STACKS=none: no stacks, no sites, figures unchanged
   sampled        TFALLOC_SAMPLE_BYTES=64K: figures of the devices stay exact,
-                 sites are marked estimated, the 256 KiB cache is found
+                 sites are marked estimated, the 256 KiB cache is found; with
+                 1K (hundreds of samples expected) some stack is sampled
   depth          TFALLOC_STACK_DEPTH=2: no stack is longer than 2 frames
   dlopen         tp_dlopen: leaks made by two libraries mapped one after the
                  other at the same address, both dlclose'd, are named in the
@@ -178,6 +179,13 @@ def case_sampled(ctx):
             "estimated bytes %d far above the real %d" % (estimated, dev["total_bytes"]))
     if cache:
         T.check_eq(cache[0]["stack"][1]["function"], "build_cache", "sampled cache site's caller")
+    # One sample per KiB on average: with hundreds expected, none means the main thread never
+    # samples (its countdown must not outlive the allocations it made before the shim's init).
+    _, dense = run_sites(ctx, env={"TFALLOC_SAMPLE_BYTES": "1K"})
+    expected = T.device(dense)["total_bytes"] / 1024
+    T.check(expected >= 100, "tp_sites allocates %d bytes: too few for the dense sample" % T.device(dense)["total_bytes"])
+    T.check(any(s["stack"] for s in dense["sites"]),
+            "no sampled stack with TFALLOC_SAMPLE_BYTES=1K (%.0f samples expected)" % expected)
 
 
 def case_depth(ctx):

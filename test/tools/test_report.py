@@ -160,6 +160,7 @@ def case_json_single():
                    "truncated_allocations": 0},
         "sites": [],
         "timeline": [],
+        "device_timelines": [],
         "resources": [],
         "cleanups": [],
     }

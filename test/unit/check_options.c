@@ -426,7 +426,7 @@ describe_cb(void *ctx, const char *line)
 START_TEST(test_options_describe)
 {
 	tfa_options_describe(describe_cb, &describe_lines);
-	ck_assert_int_eq(describe_lines, 16);
+	ck_assert_int_eq(describe_lines, 18);
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(describe_seen); i++)
 		ck_assert_msg(describe_seen[i], "option %zu not described", i);
 }

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -526,6 +527,121 @@ START_TEST(test_registry_builtin_entries)
 }
 END_TEST
 
+/* The CUDA entries: unavailable without a driver table; with one, a "cuda"
+ * allocator per ordinal, and "cuda_host" for on_host | gpu_compatible. */
+static int fake_devices = 2;
+static int fake_allocs[3], fake_frees[3];
+static int fake_last_ordinal = -1;
+
+static bool
+fake_available(void)
+{
+	return true;
+}
+
+static int
+fake_count(void)
+{
+	return fake_devices;
+}
+
+static int
+fake_alloc(int ordinal, size_t n, void **out)
+{
+	fake_last_ordinal = ordinal;
+	fake_allocs[0]++;
+	*out = malloc(n);
+	return *out != NULL ? 0 : 2;
+}
+
+static int
+fake_free(void *p)
+{
+	fake_frees[0]++;
+	free(p);
+	return 0;
+}
+
+static int
+fake_alloc_host(size_t n, void **out)
+{
+	fake_allocs[1]++;
+	*out = malloc(n);
+	return *out != NULL ? 0 : 2;
+}
+
+static int
+fake_free_host(void *p)
+{
+	fake_frees[1]++;
+	free(p);
+	return 0;
+}
+
+static const tfa_cuda_backend_t fake_cuda = {
+	.available = fake_available,
+	.device_count = fake_count,
+	.alloc = fake_alloc,
+	.free = fake_free,
+	.alloc_host = fake_alloc_host,
+	.free_host = fake_free_host,
+};
+
+START_TEST(test_registry_cuda_entries)
+{
+	const tfa_registration_t *cu = NULL;
+	const tfa_registration_t *host = builtin("cuda_host");
+
+	for (size_t i = 0; i < tfa_registry_count(); i++)
+		if (tfa_registry_entry(i)->device == TFA_DEVICE_CUDA
+		    && strcmp(tfa_registry_entry(i)->name, "cuda") == 0)
+			cu = tfa_registry_entry(i);
+	tfa_allocator_attrs_t pinned = want(TFA_ATTR_ON_HOST | TFA_ATTR_GPU_COMPATIBLE);
+
+	ck_assert_ptr_nonnull(cu);
+	ck_assert_ptr_nonnull(host);
+	ck_assert_int_eq(cu->device, TFA_DEVICE_CUDA);
+	ck_assert_int_eq(host->device, TFA_DEVICE_CPU);
+	/* Never the default host allocator. */
+	ck_assert_int_lt(host->priority, builtin("glibc")->priority);
+	ck_assert_str_eq(tfa_allocator_name(tfa_registry_get_allocator(TFA_DEVICE_CPU, 0)), "jemalloc");
+
+	/* No driver table (no shim, no libcuda): unavailable. */
+	tfa_cuda_backend = NULL;
+	ck_assert_ptr_null(tfa_registry_find(TFA_DEVICE_CUDA, "cuda", 0));
+	ck_assert_ptr_null(tfa_registry_get_allocator_with_attrs(TFA_DEVICE_CPU, 0, pinned));
+
+	tfa_cuda_backend = &fake_cuda;
+	tfa_allocator_t *d0 = tfa_registry_find(TFA_DEVICE_CUDA, "cuda", 0);
+	tfa_allocator_t *d1 = tfa_registry_find(TFA_DEVICE_CUDA, "cuda", 1);
+	ck_assert_ptr_nonnull(d0);
+	ck_assert_ptr_nonnull(d1);
+	ck_assert_ptr_ne(d0, d1);
+	ck_assert_int_eq(d1->device_ordinal, 1);
+	ck_assert_uint_eq(d1->backend_id, TFA_BACKEND_CUDA);
+	ck_assert_ptr_null(tfa_registry_find(TFA_DEVICE_CUDA, "cuda", 2)); /* 2 devices */
+	void *p = tfa_allocator_allocate_raw(d1, 0, 100, NULL);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(fake_last_ordinal, 1);
+	tfa_allocator_deallocate_raw(d1, p);
+	ck_assert_int_eq(fake_frees[0], 1);
+
+	tfa_allocator_t *h = tfa_registry_get_allocator_with_attrs(TFA_DEVICE_CPU, 0, pinned);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(tfa_allocator_name(h), "cuda_host");
+	/* Plain host memory still comes from the host allocators. */
+	ck_assert_str_eq(tfa_allocator_name(tfa_registry_get_allocator_with_attrs(
+				 TFA_DEVICE_CPU, 0, want(TFA_ATTR_ON_HOST))),
+			 "jemalloc");
+	p = tfa_allocator_allocate_raw(h, 0, 64, NULL);
+	ck_assert_ptr_nonnull(p);
+	tfa_allocator_deallocate_raw(h, p);
+	ck_assert_int_eq(fake_allocs[1], 1);
+	ck_assert_int_eq(fake_frees[1], 1);
+	tfa_cuda_backend = NULL;
+}
+END_TEST
+
 /* allocate, write, query, resize and free through a built-in; _i picks it. */
 START_TEST(test_registry_builtin_allocate)
 {
@@ -672,6 +788,7 @@ registry_suite(void)
 	tc = tcase_create("builtin");
 	tcase_add_test(tc, test_registry_macro_registers);
 	tcase_add_test(tc, test_registry_builtin_entries);
+	tcase_add_test(tc, test_registry_cuda_entries);
 	tcase_add_loop_test(tc, test_registry_builtin_allocate, 0, 2);
 	tcase_add_loop_test(tc, test_registry_builtin_sizes_sane, 0, 2);
 	tcase_add_test(tc, test_registry_glibc_sizes_after_resolve);

@@ -339,13 +339,17 @@
     };
   }
 
-  function Plot(box, p) {
+  // opt (a CUDA device's series): id of the svg, series shown, left axis title.
+  function Plot(box, p, opt) {
     this.p = p;
     this.box = box;
+    this.opt = opt || {};
+    this.idp = this.opt.id || 'tfa-timeline';
     this.hidden = {};
     var self = this;
     var legend = el('div', { 'class': 'legend' });
     SERIES.forEach(function (s) {
+      if (self.opt.only && self.opt.only.indexOf(s.key) < 0) { self.hidden[s.key] = true; return; }
       var cb = el('input', { type: 'checkbox', checked: true, 'data-series': s.key });
       cb.addEventListener('change', function () { self.hidden[s.key] = !cb.checked; self.draw(); });
       legend.appendChild(el('label', null, [cb, el('span', { 'class': 'sw', style: 'background:' + s.color }), s.label]));
@@ -379,7 +383,7 @@
     var Y = function (v) { return m.t + h - h * v / yTop; };
     var R = function (v) { return m.t + h - h * v / rTop; };
     var scaleOf = function (key) { return key === 'rss_bytes' ? R : Y; };
-    var svg = sv('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: 'tfa-timeline',
+    var svg = sv('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, id: this.idp,
       role: 'img', 'aria-label': 'memory over time' });
     var grid = sv('g', { 'class': 'grid' }), axis = sv('g', { 'class': 'axis' });
     yt.ticks.forEach(function (v) {
@@ -394,7 +398,7 @@
     axis.appendChild(sv('line', { x1: m.l, x2: m.l + w, y1: m.t + h, y2: m.t + h }));
     axis.appendChild(sv('line', { x1: m.l, x2: m.l, y1: m.t, y2: m.t + h }));
     if (showRss) {
-      var rx = m.l + w, raxis = sv('g', { 'class': 'axis rss', id: 'tfa-rss-axis' });
+      var rx = m.l + w, raxis = sv('g', { 'class': 'axis rss', id: this.idp === 'tfa-timeline' ? 'tfa-rss-axis' : this.idp + '-rss-axis' });
       raxis.appendChild(sv('line', { x1: rx, x2: rx, y1: m.t, y2: m.t + h }));
       rt.ticks.forEach(function (v) {
         raxis.appendChild(sv('line', { x1: rx, x2: rx + 4, y1: R(v), y2: R(v) }));
@@ -409,7 +413,7 @@
     svg.appendChild(sv('text', { 'class': 'title', x: m.l + w / 2, y: H - 6, 'text-anchor': 'middle',
       text: 'time since the process started (' + xt.unit + ')' }));
     svg.appendChild(sv('text', { 'class': 'title', x: 14, y: m.t + h / 2, 'text-anchor': 'middle',
-      transform: 'rotate(-90 14 ' + (m.t + h / 2) + ')', text: 'heap: bytes in use and allocated' }));
+      transform: 'rotate(-90 14 ' + (m.t + h / 2) + ')', text: this.opt.title || 'heap: bytes in use and allocated' }));
 
     // Series, in the order rss (behind) to bytes in use (front): one point per timeline point.
     SERIES.slice().reverse().forEach(function (s) {
@@ -430,7 +434,7 @@
       var px = X(tl.t_ns[pk]), py = Y(tl.bytes_in_use[pk]);
       var label = 'peak ' + bytes(tl.bytes_in_use[pk]) + ' at ' + duration(tl.t_ns[pk]);
       var right = px > m.l + w * 0.6;
-      svg.appendChild(sv('g', { 'class': 'peak', id: 'tfa-peak-marker', 'data-index': pk }, [
+      svg.appendChild(sv('g', { 'class': 'peak', id: this.idp === 'tfa-timeline' ? 'tfa-peak-marker' : this.idp + '-peak', 'data-index': pk }, [
         sv('title', { text: label + ((tl.flags[pk] & 1) ? ' (its time known to one interval, ' + duration(tl.interval_ns) + ')' : '') }),
         sv('circle', { cx: px, cy: py, r: 5 }),
         sv('text', { x: right ? px - 9 : px + 9, y: Math.max(py - 8, m.t + 10), 'text-anchor': right ? 'end' : 'start', text: label })
@@ -474,7 +478,21 @@
       ' or more, plus the peak and the end): requested bytes in use and the allocator\'s bytes for them (left axis), and the resident set of the process (right axis).' }));
     var panel = el('div', { 'class': 'panel' });
     sec.appendChild(panel);
-    return new Plot(panel, p);
+    var plot = new Plot(panel, p);
+    // Each CUDA device's bytes in use over time, on its own plot.
+    (p.device_timelines || []).forEach(function (dt) {
+      var m = dt.t_ns.length;
+      if (!m) return;
+      sec.appendChild(el('h4', { text: 'Memory over time on ' + dt.device }));
+      var dpanel = el('div', { 'class': 'panel' });
+      sec.appendChild(dpanel);
+      var zeros = dt.t_ns.map(function () { return 0; });
+      new Plot(dpanel, { timeline: { interval_ns: dt.interval_ns, t_ns: dt.t_ns, bytes_in_use: dt.bytes_in_use,
+        allocated_bytes: dt.bytes_in_use, rss_bytes: zeros, flags: dt.flags } },
+        { id: 'tfa-timeline-' + dt.device.replace(/[^a-z0-9_]/g, '_'), only: ['bytes_in_use'],
+          title: dt.device + ': bytes in use' });
+    });
+    return plot;
   }
 
   // ------------------------------------------------------------------
