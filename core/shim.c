@@ -6,6 +6,7 @@
  * Lock order (outer first; no lock is held across a call into foreign code):
  *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
  *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock -> own maps lock
+ *   jemalloc's mutexes -> own maps lock (it maps memory holding them)
  *   threads lock and the registry lock are never held with another.
  */
 #include "core/shim.h"
@@ -1010,6 +1011,15 @@ tfa_shim_init(void)
 	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
 	tfa_glibc_allocator_resolve();
+	/*
+	 * The own-maps lock is the innermost: the private jemalloc maps memory
+	 * holding its mutexes.  Its fork handlers are registered before jemalloc
+	 * registers its own (choose_allocator), so that glibc takes it after
+	 * jemalloc's mutexes and lets it go before them; taken with the shim's
+	 * other locks, before jemalloc's, it deadlocked a fork against a thread
+	 * making its first jemalloc arena.
+	 */
+	pthread_atfork(tfa_own_maps_prefork, tfa_own_maps_postfork_parent, tfa_own_maps_postfork_child);
 	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
 	choose_allocator();
 	if (opts.limit > 0)
@@ -2200,7 +2210,6 @@ tfa_shim_prefork(void)
 	tfa_devices_prefork();
 	tfa_thread_prefork();
 	tfa_arena_prefork();
-	tfa_own_maps_prefork();
 	/* Anything this thread allocates until fork returns must not wait for these locks. */
 	tfa_tls.holds_all_locks = 1;
 }
@@ -2209,7 +2218,6 @@ void
 tfa_shim_postfork_parent(void)
 {
 	tfa_tls.holds_all_locks = 0;
-	tfa_own_maps_postfork_parent();
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
 	tfa_devices_postfork_parent();
@@ -2227,7 +2235,6 @@ void
 tfa_shim_postfork_child(void)
 {
 	tfa_tls.holds_all_locks = 0;
-	tfa_own_maps_postfork_child();
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();
 	tfa_devices_postfork_child();

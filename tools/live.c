@@ -461,13 +461,17 @@ send:
 		int err = errno;
 		if (err != ENOENT && err != EACCES)
 			return live_fail(t->cmd, "cannot read the answer %s: %s", name, strerror(err));
-		if (process_gone(t->pid))
+		if (process_gone(t->pid)) {
+			unlink(name); /* an answer written just before the end */
 			return LIVE_ENDED;
+		}
 		if (err == ENOENT && (state == 0 || state == 'Z' || state == 'X') && !resent) {
 			resent = true;
 			goto send;
 		}
 		double waited = now_s() - start;
+		if (waited > timeout || (live_stop && waited > 0.5))
+			unlink(name); /* in case it came meanwhile */
 		if (waited > timeout)
 			return live_fail(t->cmd, "no answer from process %d within %.0f s (it may block signal "
 						 "%d in the thread asked, or wait for it with sigwait)",
