@@ -1049,3 +1049,15 @@ tfa_profile_resource(const tfa_profile_t *p, uint32_t tag)
 	}
 	return lo < p->nresources && p->resources[lo].tag == tag ? &p->resources[lo] : NULL;
 }
+
+void
+tfa_profile_resource_leaks(const tfa_profile_t *p, uint32_t tag, uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = *blocks = 0;
+	for (size_t i = 0; i < p->nleaks; i++) {
+		if (p->leaks[i].f[TFA_LEAKF_RESOURCE] != tag)
+			continue;
+		*bytes += p->leaks[i].f[TFA_LEAKF_BYTES];
+		*blocks += p->leaks[i].f[TFA_LEAKF_BLOCKS];
+	}
+}

@@ -225,6 +225,9 @@ int tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_pro
  */
 int tfa_profile_read_file(const char *path, tfa_profile_t *out, char *err, size_t errlen);
 
+/* Leaked (live at the end) bytes and blocks charged to the resource of a tag. */
+void tfa_profile_resource_leaks(const tfa_profile_t *p, uint32_t tag, uint64_t *bytes, uint64_t *blocks);
+
 /* The resource of a tag; NULL when the profile has none (tag 0, or an older profile). */
 const tfa_profile_resource_t *tfa_profile_resource(const tfa_profile_t *p, uint32_t tag);
 

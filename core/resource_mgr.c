@@ -289,8 +289,9 @@ tfa_res_lookup_or_create(const char *container, const char *type_name, const cha
 	return err;
 }
 
-int
-tfa_res_ref(uint32_t tag)
+/* A reference more (delta 1) or less (-1): EINVAL when none is left to change. */
+static int
+adjust_ref(uint32_t tag, int delta)
 {
 	int err = TFA_RES_ENOENT;
 
@@ -299,26 +300,22 @@ tfa_res_ref(uint32_t tag)
 	if (r != NULL && r->state != TFA_RES_FREE) {
 		err = r->refcount > 0 ? TFA_RES_OK : TFA_RES_EINVAL;
 		if (err == 0)
-			r->refcount++;
+			r->refcount += (uint32_t)delta;
 	}
 	tfa_unlock(&mgr_lock);
 	return err;
 }
 
 int
+tfa_res_ref(uint32_t tag)
+{
+	return adjust_ref(tag, 1);
+}
+
+int
 tfa_res_unref(uint32_t tag)
 {
-	int err = TFA_RES_ENOENT;
-
-	tfa_lock(&mgr_lock);
-	tfa_resource_t *r = tfa_res_get(tag);
-	if (r != NULL && r->state != TFA_RES_FREE) {
-		err = r->refcount > 0 ? TFA_RES_OK : TFA_RES_EINVAL;
-		if (err == 0)
-			r->refcount--;
-	}
-	tfa_unlock(&mgr_lock);
-	return err;
+	return adjust_ref(tag, -1);
 }
 
 /* REQUIRES: mgr_lock.  Out of its container, the manager's reference dropped. */

@@ -383,18 +383,13 @@ html_devices(tfa_json_t *j, const tfa_profile_t *p)
 	tfa_json_begin_array(j);
 	for (size_t i = 0; i < p->nresources; i++) {
 		const tfa_profile_resource_t *r = &p->resources[i];
-		uint64_t allocs = 0, total = 0, lb = 0, ln = 0;
+		uint64_t allocs = 0, total = 0, lb, ln;
 
 		for (size_t d = 0; d < r->ndevices; d++) {
 			allocs += p->res_devices[r->first + d].f[TFA_RESD_NUM_ALLOCS];
 			total += p->res_devices[r->first + d].f[TFA_RESD_TOTAL_BYTES];
 		}
-		for (size_t k = 0; k < p->nleaks; k++) {
-			if (p->leaks[k].f[TFA_LEAKF_RESOURCE] != r->tag)
-				continue;
-			lb += p->leaks[k].f[TFA_LEAKF_BYTES];
-			ln += p->leaks[k].f[TFA_LEAKF_BLOCKS];
-		}
+		tfa_profile_resource_leaks(p, r->tag, &lb, &ln);
 		tfa_json_begin_compact_object(j);
 		tfa_json_kv_string(j, "container", r->container);
 		tfa_json_kv_string(j, "type", r->type);

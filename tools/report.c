@@ -498,19 +498,6 @@ json_resource_ref(tfa_json_t *j, const tfa_profile_t *p, uint32_t tag)
 	tfa_json_kv_u64(j, "resource_id", label != NULL ? tag : 0);
 }
 
-/* Leaked bytes and blocks charged to a resource. */
-static void
-resource_leaks(const tfa_profile_t *p, uint32_t tag, uint64_t *bytes, uint64_t *blocks)
-{
-	*bytes = *blocks = 0;
-	for (size_t i = 0; i < p->nleaks; i++) {
-		if (p->leaks[i].f[TFA_LEAKF_RESOURCE] != tag)
-			continue;
-		*bytes += p->leaks[i].f[TFA_LEAKF_BYTES];
-		*blocks += p->leaks[i].f[TFA_LEAKF_BLOCKS];
-	}
-}
-
 /* "resources" (memory by container and resource) and "cleanups" (the scoped leak checks). */
 static void
 json_resources(tfa_json_t *j, struct report_entry *e)
@@ -524,7 +511,7 @@ json_resources(tfa_json_t *j, struct report_entry *e)
 		const tfa_profile_resource_t *r = &p->resources[i];
 		uint64_t lb, ln;
 
-		resource_leaks(p, r->tag, &lb, &ln);
+		tfa_profile_resource_leaks(p, r->tag, &lb, &ln);
 		tfa_json_begin_object(j);
 		tfa_json_kv_u64(j, "id", r->tag);
 		tfa_json_kv_string(j, "container", r->container);
@@ -1319,7 +1306,7 @@ text_resources(FILE *f, struct report_entry *e)
 		uint64_t allocs = 0, lb, ln;
 		for (size_t d = 0; d < r->ndevices; d++)
 			allocs += p->res_devices[r->first + d].f[TFA_RESD_NUM_ALLOCS];
-		resource_leaks(p, r->tag, &lb, &ln);
+		tfa_profile_resource_leaks(p, r->tag, &lb, &ln);
 		fputs("    ", f);
 		text_str(f, r->container);
 		fputc('/', f);
