@@ -11,6 +11,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/arena.h"
@@ -167,6 +168,48 @@ scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 		scan_words(s, lo, hi, prior_definite, leader, false);
 }
 
+/*
+ * Memory another thread may unmap while the scan runs (a pymalloc arena its
+ * last free returns, a thread's stack as the thread ends, a large block freed
+ * by munmap) is copied with process_vm_readv, which says EFAULT of a page
+ * that is gone instead of raising SIGSEGV: such a page is skipped.  Where the
+ * system call is refused (a seccomp filter), the words are read in place.
+ */
+#define SAFE_READ_MIN ((size_t)64 << 10) /* blocks this large: the ones allocators unmap */
+static uint64_t safe_buf[(64 << 10) / sizeof(uint64_t)];
+static bool safe_read_refused;
+
+static void
+scan_range_safe(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader)
+{
+	lo = (lo + sizeof(uintptr_t) - 1) & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+	while (!safe_read_refused && hi > lo && hi - lo >= sizeof(uintptr_t)) {
+		size_t want = TFA_MIN((size_t)(hi - lo), sizeof(safe_buf)) & ~(sizeof(uintptr_t) - 1);
+		struct iovec local = { .iov_base = safe_buf, .iov_len = want };
+		struct iovec remote = { .iov_base = (void *)lo, .iov_len = want };
+		int saved_errno = errno;
+		ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+		int err = errno;
+		errno = saved_errno;
+		if (got < 0 && err != EFAULT) {
+			safe_read_refused = true;
+			break;
+		}
+		if (got <= 0) {
+			/* The page at lo is gone: on to the next one. */
+			lo = (lo | 4095) + 1;
+			continue;
+		}
+		uintptr_t b = (uintptr_t)safe_buf;
+		scan_range(s, b, b + ((size_t)got & ~(sizeof(uintptr_t) - 1)), prior_definite, leader);
+		lo += (size_t)got & ~(sizeof(uintptr_t) - 1);
+		if ((size_t)got < want)
+			lo = (lo | 4095) + 1;
+	}
+	if (safe_read_refused && hi > lo)
+		scan_range(s, lo, hi, prior_definite, leader);
+}
+
 static void
 scan_block(struct scan *s, size_t i, long leader)
 {
@@ -175,7 +218,10 @@ scan_block(struct scan *s, size_t i, long leader)
 	if ((k->flags & TFA_LEAK_NOSCAN) != 0 || k->size == 0)
 		return;
 	uintptr_t hi = k->addr + k->size < k->addr ? UINTPTR_MAX : (uintptr_t)(k->addr + k->size);
-	scan_range(s, k->addr, hi, k->cls == TFA_LEAK_CLASS_REACHABLE, leader);
+	if (k->size >= SAFE_READ_MIN)
+		scan_range_safe(s, k->addr, hi, k->cls == TFA_LEAK_CLASS_REACHABLE, leader);
+	else
+		scan_range(s, k->addr, hi, k->cls == TFA_LEAK_CLASS_REACHABLE, leader);
 }
 
 void
@@ -204,7 +250,7 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 	 * twice: Possible, Reachable), so 2n entries always suffice.
 	 */
 	for (size_t r = 0; r < nroots; r++) {
-		scan_range(&s, roots[r].lo, roots[r].hi, true, -1);
+		scan_range_safe(&s, roots[r].lo, roots[r].hi, true, -1);
 		while (s.top > 0) {
 			uint32_t i = s.work[--s.top];
 			scan_block(&s, i, -1);
