@@ -23,6 +23,9 @@ packages=(
 	libunwind-dev libunwind8
 	# real programs the tests run under the shim
 	python3 sqlite3 coreutils xz-utils
+	# the real-program matrix (test/integration/test_matrix.py)
+	grep sed gawk bash perl git gcc g++ make tar zstd gzip bzip2 findutils diffutils
+	bc jq m4 file openssl redis-server redis-tools
 	# the HTML report's tests open the page in headless Chromium
 	chromium
 )
