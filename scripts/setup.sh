@@ -25,6 +25,8 @@ packages=(
 	python3 sqlite3 coreutils xz-utils
 	# the HTML report's tests open the page in headless Chromium
 	chromium
+	# the libFuzzer targets (build-fuzz/): clang and compiler-rt's libFuzzer
+	clang-14 libclang-rt-14-dev
 )
 
 missing=()
