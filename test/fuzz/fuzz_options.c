@@ -7,9 +7,11 @@
  * the TFALLOC_* options, a tool variable, "TFALLOC_" followed by the rest of
  * the piece as is (unknown or malformed names), or the rest with no prefix;
  * the remaining bytes are the value.  Each value is also given to the typed
- * parsers directly.  The parser must never crash, must give a
- * NUL-terminated string for every str option and must count its complaints
- * exactly.
+ * parsers directly.  The parser must never crash and must count its
+ * complaints exactly, and every option must end as a small model says: the
+ * last entry naming it decides; a good value is used (state SET), a bad one
+ * gives the default (state DEFAULT), as its complaint says; no entry, the
+ * default.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,11 +46,57 @@ count_diag(void *ctx, const char *msg)
 	c->lines++;
 }
 
-static void
-check_str(const char *s)
+/* The value of the last entry "NAME=value" of envp, or NULL. */
+static const char *
+last_value(char *const *envp, const char *name)
 {
-	if (memchr(s, '\0', TFA_OPT_STR_MAX) == NULL)
+	const char *v = NULL;
+	size_t n = strlen(name);
+
+	for (; *envp != NULL; envp++)
+		if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			v = *envp + n + 1;
+	return v;
+}
+
+static void
+model_str(const char *v, const char *field, tfa_opt_state_t state, const char *def)
+{
+	if (memchr(field, '\0', TFA_OPT_STR_MAX) == NULL)
 		abort();
+	if (v != NULL && strlen(v) < TFA_OPT_STR_MAX) {
+		if (state != TFA_OPT_SET || strcmp(field, v) != 0)
+			abort();
+	} else if (state != TFA_OPT_DEFAULT || strcmp(field, def) != 0) {
+		abort();
+	}
+}
+
+static void
+model_bool(const char *v, bool field, tfa_opt_state_t state, bool def)
+{
+	bool want;
+
+	if (v != NULL && tfa_parse_bool(v, &want) == 0) {
+		if (state != TFA_OPT_SET || field != want)
+			abort();
+	} else if (state != TFA_OPT_DEFAULT || field != def) {
+		abort();
+	}
+}
+
+static void
+model_num(const char *v, int (*parse)(const char *, uint64_t *), uint64_t field,
+	  tfa_opt_state_t state, uint64_t def)
+{
+	uint64_t want;
+
+	if (v != NULL && parse(v, &want) == 0) {
+		if (state != TFA_OPT_SET || field != want)
+			abort();
+	} else if (state != TFA_OPT_DEFAULT || field != def) {
+		abort();
+	}
 }
 
 int
@@ -87,11 +135,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int complaints = tfa_options_parse(envp, &opts, count_diag, &c);
 	if (complaints != c.lines || complaints < 0 || complaints > (int)n)
 		abort();
-#define TFA_FUZZ_CHECK_str(field) check_str(opts.field)
-#define TFA_FUZZ_CHECK_bool(field) (void)opts.field
-#define TFA_FUZZ_CHECK_size(field) (void)opts.field
-#define TFA_FUZZ_CHECK_uint(field) (void)opts.field
-#define TFA_FUZZ_CHECK(NAME, field, type, def, help) TFA_FUZZ_CHECK_##type(field);
+#define TFA_FUZZ_CHECK_str(NAME, field, def)                                                   \
+	model_str(last_value(envp, "TFALLOC_" #NAME), opts.field, opts.field##_state, def)
+#define TFA_FUZZ_CHECK_bool(NAME, field, def)                                                  \
+	model_bool(last_value(envp, "TFALLOC_" #NAME), opts.field, opts.field##_state, def)
+#define TFA_FUZZ_CHECK_size(NAME, field, def)                                                  \
+	model_num(last_value(envp, "TFALLOC_" #NAME), tfa_parse_size, opts.field,             \
+		  opts.field##_state, def)
+#define TFA_FUZZ_CHECK_uint(NAME, field, def)                                                  \
+	model_num(last_value(envp, "TFALLOC_" #NAME), tfa_parse_uint, opts.field,             \
+		  opts.field##_state, def)
+#define TFA_FUZZ_CHECK(NAME, field, type, def, help) TFA_FUZZ_CHECK_##type(NAME, field, def);
 	TFA_OPTIONS(TFA_FUZZ_CHECK)
 #undef TFA_FUZZ_CHECK
 	/* No diag function: the same count, nothing printed. */
