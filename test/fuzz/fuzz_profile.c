@@ -14,16 +14,50 @@
  * Mutated records almost never keep a right CRC-32, which would stop the
  * fuzzer at the reader's first check: each input is parsed as is, then once
  * more with the CRC of every record it can delimit recomputed.
+ *
+ * The memory the reader holds at once while parsing is measured through the
+ * sanitizer's malloc hooks: it must stay within a small multiple of the
+ * input's size (core/profile_read.h), MEM_FACTOR times plus MEM_SLACK.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sanitizer/allocator_interface.h>
+
 #include "core/profile_read.h"
+
+#define MEM_FACTOR 64u
+#define MEM_SLACK  ((size_t)1 << 20)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile uint64_t sink;
+
+static int measuring;
+static size_t live_bytes, peak_bytes;
+
+static void
+on_malloc(const volatile void *ptr, size_t size)
+{
+	(void)ptr;
+	if (!measuring)
+		return;
+	live_bytes += size;
+	if (live_bytes > peak_bytes)
+		peak_bytes = live_bytes;
+}
+
+static void
+on_free(const volatile void *ptr)
+{
+	size_t size;
+
+	if (!measuring || ptr == NULL)
+		return;
+	size = __sanitizer_get_allocated_size(ptr);
+	live_bytes = live_bytes > size ? live_bytes - size : 0;
+}
 
 static void
 touch_str(const char *s)
@@ -68,6 +102,7 @@ touch_resource(const tfa_profile_t *p, uint32_t tag)
 	touch_str(r->type);
 	touch_str(r->name);
 	touch_str(r->debug);
+	touch_str(tfa_prof_resource_state_name(r->state));
 	if (r->first > p->nres_devices || r->ndevices > p->nres_devices - r->first)
 		abort();
 	for (size_t i = 0; i < r->ndevices; i++) {
@@ -88,6 +123,11 @@ walk(const tfa_profile_t *p)
 	touch_str(p->exe);
 	touch_str(p->comm);
 	touch_str(p->tfalloc_version);
+	/* The names the reports print for the file's enumerations. */
+	touch_str(tfa_prof_end_reason_name(p->end_reason));
+	touch_str(tfa_prof_stacks_mode_name(p->stacks_mode));
+	for (unsigned k = 0; k <= TFA_ERRC_FIELD_COUNT; k++)
+		touch_str(tfa_prof_error_count_name(k));
 	for (size_t i = 0; i < p->ndevices; i++) {
 		touch_str(p->devices[i].name);
 		touch_str(p->devices[i].allocator);
@@ -107,11 +147,13 @@ walk(const tfa_profile_t *p)
 	}
 	for (size_t i = 0; i < p->nleaks; i++) {
 		touch_str(p->leaks[i].device);
+		touch_str(tfa_prof_leak_kind_name(p->leaks[i].kind));
 		touch_stack(p, p->leaks[i].stack_id);
 		touch_resource(p, (uint32_t)p->leaks[i].f[TFA_LEAKF_RESOURCE]);
 	}
 	for (size_t i = 0; i < p->nerrors; i++) {
 		touch_str(p->errors[i].detail);
+		touch_str(tfa_prof_error_kind_name(p->errors[i].kind));
 		touch_stack(p, p->errors[i].stack_id);
 		touch_stack(p, p->errors[i].alloc_stack_id);
 	}
@@ -190,7 +232,13 @@ parse_one(const uint8_t *data, size_t size)
 	static const tfa_profile_t zero;
 
 	err[0] = '\0';
-	if (tfa_profile_parse(data, size, "fuzz.tfaprof", &p, err, sizeof(err)) == 0) {
+	live_bytes = peak_bytes = 0;
+	measuring = 1;
+	int rc = tfa_profile_parse(data, size, "fuzz.tfaprof", &p, err, sizeof(err));
+	measuring = 0;
+	if (peak_bytes > MEM_FACTOR * size + MEM_SLACK)
+		abort();
+	if (rc == 0) {
 		walk(&p);
 		tfa_profile_free(&p);
 		if (memcmp(&p, &zero, sizeof(p)) != 0)
@@ -207,8 +255,13 @@ parse_one(const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static int hooked;
 	uint8_t *fixed;
 
+	if (!hooked) {
+		__sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+		hooked = 1;
+	}
 	parse_one(data, size);
 	fixed = fix_crcs(data, size);
 	if (fixed != NULL) {
