@@ -31,6 +31,17 @@ def handmade(out):
         "snapshot": pg.profile([pg.process(end_ns=0, end_reason=pg.END_RUNNING)], complete=0),
         "unknown_record": pg.profile([pg.process(), pg.record(99, b"\x01\x02\x03")]),
     }
+    # Memory over time: the cpu series and a GPU's, over two records in a row.
+    def point(t, b):
+        return pg.u64(t) + pg.u64(b) + pg.u64(b) + pg.u64(0) + pg.u32(0)
+
+    def dev_timeline(points):
+        return pg.record(13, pg.string("cuda:0") + pg.u64(1000) + b"".join(points))
+
+    seeds["timelines"] = pg.profile([
+        pg.process(), pg.device(),
+        pg.record(10, pg.u64(1000) + point(0, 10) + point(1000, 20)),
+        dev_timeline([point(0, 1), point(1000, 2)]), dev_timeline([point(2000, 3)])])
     whole = seeds["leaks"]
     seeds["truncated"] = whole[: len(whole) - 7]
     seeds["header_only"] = pg.header()
