@@ -168,6 +168,9 @@ set_str(struct diag *d, const char *name, const char *value, char *field, tfa_op
 	size_t n = strnlen(value, TFA_OPT_STR_MAX);
 
 	if (n >= TFA_OPT_STR_MAX) {
+		/* What the line says is used, even over an earlier entry of the variable. */
+		memcpy(field, def, strlen(def) + 1);
+		*state = TFA_OPT_DEFAULT;
 		complain(d, "%s: longer than %u bytes; using \"%s\"", name, TFA_OPT_STR_MAX - 1, def);
 		return;
 	}
@@ -181,6 +184,7 @@ set_bool(struct diag *d, const char *name, const char *value, bool *field, tfa_o
 {
 	if (tfa_parse_bool(value, field) != 0) {
 		*field = def;
+		*state = TFA_OPT_DEFAULT;
 		complain(d, "%s=\"%.*s\": not a boolean (1/0, true/false, yes/no, on/off); using %s",
 			 name, SHOWN(value), def ? "1" : "0");
 		return;
@@ -196,6 +200,7 @@ set_size(struct diag *d, const char *name, const char *value, uint64_t *field,
 
 	if (err != 0) {
 		*field = def;
+		*state = TFA_OPT_DEFAULT;
 		complain(d, "%s=\"%.*s\": %s; using %llu", name, SHOWN(value),
 			 errno_words(err, "not a size (a number of bytes with an optional K, M, G or T suffix)"),
 			 (unsigned long long)def);
@@ -212,6 +217,7 @@ set_uint(struct diag *d, const char *name, const char *value, uint64_t *field,
 
 	if (err != 0) {
 		*field = def;
+		*state = TFA_OPT_DEFAULT;
 		complain(d, "%s=\"%.*s\": %s; using %llu", name, SHOWN(value),
 			 errno_words(err, "not a non-negative whole number"), (unsigned long long)def);
 		return;

@@ -28,6 +28,8 @@ packages=(
 	bc jq m4 file openssl redis-server redis-tools
 	# the HTML report's tests open the page in headless Chromium
 	chromium
+	# the libFuzzer targets (build-fuzz/): clang and compiler-rt's libFuzzer
+	clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -16,3 +16,15 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTFA_BUILD_PRELOAD=OFF \
 cmake --build build-asan -j"$(nproc)"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	ctest --output-on-failure -j"$(nproc)")
+
+echo "== libFuzzer targets, short runs (build-fuzz/)"
+fuzz_cc=$(command -v clang-14 || command -v clang || true)
+if [ -n "$fuzz_cc" ] && echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; return 0; }' |
+	"$fuzz_cc" -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
+	CC=$fuzz_cc cmake -S . -B build-fuzz -DTFA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DTFA_FUZZ_SHIM="$PWD/build/lib/libtfalloc.so" -DTFA_FUZZ_PROGRAMS="$PWD/build/bin" >/dev/null
+	cmake --build build-fuzz -j"$(nproc)"
+	(cd build-fuzz && ctest --output-on-failure -j"$(nproc)")
+else
+	echo "no clang with -fsanitize=fuzzer: fuzzing skipped"
+fi

@@ -212,6 +212,25 @@ START_TEST(test_options_defaults)
 }
 END_TEST
 
+/* A bad value after a good one of the same variable: the default, as its line says (fuzz_options). */
+START_TEST(test_options_bad_value_after_good)
+{
+	static char longv[TFA_OPT_STR_MAX + 32];
+	memcpy(longv, "TFALLOC_OUTPUT=", 15);
+	memset(longv + 15, 'x', TFA_OPT_STR_MAX);
+	char *envp[] = {
+		E("TFALLOC_QUIET=yes"), E("TFALLOC_QUIET=bogus"),
+		E("TFALLOC_LIMIT=4K"), E("TFALLOC_LIMIT=4Q"),
+		E("TFALLOC_MAX_ERRORS=5"), E("TFALLOC_MAX_ERRORS=-1"),
+		E("TFALLOC_OUTPUT=/tmp"), longv,
+		NULL,
+	};
+
+	ck_assert_int_eq(parse(envp), 4);
+	expect_defaults_except("");
+}
+END_TEST
+
 START_TEST(test_options_parse_all_set)
 {
 	char *envp[] = {
@@ -447,6 +466,7 @@ options_suite(void)
 	tc = tcase_create("environment");
 	tcase_add_test(tc, test_options_defaults);
 	tcase_add_test(tc, test_options_parse_all_set);
+	tcase_add_test(tc, test_options_bad_value_after_good);
 	tcase_add_test(tc, test_options_set_to_default_value);
 	tcase_add_loop_test(tc, test_options_bad_value, 0, (int)TFA_ARRAY_SIZE(bad_values));
 	tcase_add_test(tc, test_options_bad_value_keeps_others);
