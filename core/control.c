@@ -428,11 +428,11 @@ api_container_cleanup(const char *container, tfalloc_cleanup_result_t *out)
 	if (err != 0)
 		return err;
 	tfa_shim_call_begin();
-	/* Room for every tag there is: the container cannot hold more. */
+	/* Room for every tag there can be: resources made meanwhile by other threads included. */
 	if (tfa_res_tag_end() > cap) {
-		mapped = (size_t)tfa_res_tag_end() * sizeof(*tags);
+		mapped = (size_t)TFA_RES_MAX * sizeof(*tags);
 		tags = tfa_arena_map(mapped);
-		cap = tfa_res_tag_end();
+		cap = TFA_RES_MAX;
 		if (tags == NULL) {
 			tfa_shim_call_end();
 			return TFALLOC_ENOMEM;
@@ -561,7 +561,10 @@ api_dump_profile(char *path_out, size_t path_size)
 {
 	if (path_out != NULL && path_size > 0)
 		path_out[0] = '\0';
+	/* Like a shim call: a signal that comes meanwhile is deferred, and handled at the end. */
+	tfa_shim_call_begin();
 	int err = tfa_shim_write_profile(TFA_END_RUNNING, 0);
+	tfa_shim_call_end();
 	if (err != 0)
 		return TFALLOC_EIO;
 	if (path_out != NULL && path_size > 0) {
