@@ -1154,6 +1154,7 @@ allocated_size_of(const tfa_alloc_info_t *info)
 						     info->lg_align ? (size_t)1 << info->lg_align : 0);
 }
 
+/* A live block; those of the other devices (core/devices.h) count their requested bytes as allocated. */
 static void
 leak_visit(void *arg, const tfa_record_t *rec)
 {
@@ -1164,21 +1165,7 @@ leak_visit(void *arg, const tfa_record_t *rec)
 	if (info.kind == TFA_KIND_INTERNAL)
 		return;
 	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
-		 allocated_size_of(&info), info.ptr);
-}
-
-/* A live block of another device (core/devices.h): allocated bytes are its requested bytes. */
-static void
-device_leak_visit(void *arg, const tfa_record_t *rec)
-{
-	struct leak_walk *w = arg;
-	tfa_alloc_info_t info;
-
-	tfa_record_unpack(rec, &info);
-	if (info.kind == TFA_KIND_INTERNAL)
-		return;
-	leak_add(w, info.stack_id, info.tag, info.device, TFA_LEAK_UNCLASSIFIED, info.requested,
-		 info.requested, info.ptr);
+		 info.device == TFA_DEVICE_CPU ? allocated_size_of(&info) : info.requested, info.ptr);
 }
 
 /* ---- leak classes at exit (core/leak_scan.h) ----------------------------------------------- */
@@ -1908,7 +1895,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		capture_final_context();
 	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks))) {
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
-		tfa_ptr_table_foreach(tfa_devices_table(), device_leak_visit, &leaks);
+		tfa_ptr_table_foreach(tfa_devices_table(), leak_visit, &leaks);
 	}
 	tfa_tracking_allocator_get_stats(&cpu_tracker, &st);
 
