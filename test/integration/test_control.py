@@ -10,8 +10,10 @@ documented, with and without the shim.
 """
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tfa_test as T  # noqa: E402
@@ -129,6 +131,26 @@ def threads_case(ctx):
     T.check(bad.returncode == 125 and "--tag-by process" in bad.err, "a bad --tag-by\n" + bad.describe())
 
 
+def dump_signal_case(ctx):
+    """A SIGTERM that comes while tfalloc_dump_profile writes ends the process (deferred, not lost)."""
+    prog = ctx.prog("tp_control")
+    out = ctx.mkdtemp("out")
+    env = ctx.env({"LD_PRELOAD": ctx.lib, "TFALLOC_OUTPUT": out, "TFALLOC_QUIET": "1"})
+    p = subprocess.Popen([prog, "dumploop"], stdout=subprocess.PIPE, env=env, cwd=ctx.scratch)
+    T.check(p.stdout.readline() == b"dumping\n", "tp_control dumploop did not start")
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    try:
+        status = p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise T.Failure("SIGTERM during tfalloc_dump_profile was lost: the process kept running")
+    T.check_eq(status, -signal.SIGTERM, "exit status of tp_control dumploop after SIGTERM")
+    proc = T.only_process(ctx.report(out), "tp_control dumploop")
+    T.check_eq(proc["end_reason"], "signal", "end reason")
+
+
 # ---- the README's examples --------------------------------------------------
 
 
@@ -202,6 +224,7 @@ def readme_python_case(ctx):
 CASES = {
     "api": api_case,
     "scopes": scopes_case,
+    "dump_signal": dump_signal_case,
     "threads": threads_case,
     "readme_c": readme_c_case,
     "readme_cxx": readme_cxx_case,

@@ -9,6 +9,7 @@
  *   tp_control inactive  every call without the shim: TFALLOC_ENOTACTIVE, zeroed outputs
  *   tp_control threads   two named threads allocate known amounts (--tag-by thread)
  *   tp_control scopes    scopes are per thread: a thread's scope charges nothing of another's
+ *   tp_control dumploop  writes snapshots without end (a SIGTERM meanwhile must still end it)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -306,6 +307,12 @@ main(int argc, char **argv)
 		return threads();
 	if (strcmp(mode, "scopes") == 0)
 		return scopes();
+	if (strcmp(mode, "dumploop") == 0) {
+		printf("dumping\n");
+		fflush(stdout);
+		for (;;)
+			tfalloc_dump_profile(NULL, 0);
+	}
 	fprintf(stderr, "usage: tp_control api|inactive|threads|scopes\n");
 	return 2;
 }
