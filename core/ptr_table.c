@@ -243,7 +243,7 @@ set_fast_limit(tfa_ptr_shard_t *s)
 	uint64_t limit = 0;
 
 	if (s->slots != NULL && !s->starved)
-		limit = ((uint64_t)7 << s->lg_cap) / 8; /* used below it: not TFA_PTR_OVERLOADED */
+		limit = ((uint64_t)3 << s->lg_cap) / 4; /* used below it: not TFA_PTR_OVERLOADED */
 	__atomic_store_n(&s->fast_limit, limit, __ATOMIC_RELAXED);
 	s->mask = s->slots != NULL ? ((uint64_t)1 << s->lg_cap) - 1 : 0;
 	s->shift = s->slots != NULL ? 64 - s->lg_cap : 63;
@@ -272,7 +272,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	uint64_t live = count_live(s);
 
 	if (s->slots != NULL) {
-		if ((live + 1) * 4 <= ((uint64_t)3 << s->lg_cap)) {
+		if ((live + 1) * 2 <= ((uint64_t)1 << s->lg_cap)) {
 			live = shard_purge(t, s);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 			s->starved = false;
@@ -315,22 +315,45 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	return 0;
 }
 
-int
-tfa_ptr_table_make_room(tfa_ptr_table_t *t, uintptr_t ptr)
+/* The owner this thread would be of a shard it maps: a registered thread (it can announce). */
+static tfa_thread_rec_t *
+owner_self(void)
+{
+	tfa_thread_rec_t *r = tfa_tls.rec;
+
+	return r == &tfa_orphan_rec ? NULL : r;
+}
+
+/* revoke: the caller is not the shard's owner and inserts; the shard becomes shared. */
+static int
+make_room(tfa_ptr_table_t *t, uintptr_t ptr, bool revoke)
 {
 	tfa_ptr_shard_t *s = shard_of(t, ptr);
 
 	if (!shard_exclude(s))
 		return -ENOMEM;
 	int r = 0;
-	/* Another thread may have made room meanwhile. */
-	if (s->slots == NULL || TFA_PTR_OVERLOADED(s->used, s->lg_cap))
+	if (s->slots == NULL) {
 		r = shard_rebuild(t, s);
+		if (r == 0)
+			__atomic_store_n(&s->owner, owner_self(), __ATOMIC_RELAXED);
+	} else if (TFA_PTR_OVERLOADED(s->used, s->lg_cap)) { /* or another thread made room meanwhile */
+		r = shard_rebuild(t, s);
+	}
+	/* Another thread's shard (or its own, held without announcing: too deeply nested). */
+	if (revoke)
+		__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	/* A starved shard still takes records while it has tombstones or room. */
 	if (r < 0 && s->slots != NULL && s->used + 2 <= ((uint64_t)1 << s->lg_cap))
 		r = 0;
 	shard_admit(s);
 	return r;
+}
+
+int
+tfa_ptr_table_make_room(tfa_ptr_table_t *t, uintptr_t ptr)
+{
+	return make_room(t, ptr, false);
 }
 
 /* ---- operations ----------------------------------------------------------------------------- */
@@ -340,8 +363,9 @@ tfa_ptr_insert_after_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_recor
 			  tfa_record_t *replaced)
 {
 	for (;;) {
+		bool revoke = tfa_ptr_access(*h) == TFA_PTR_FOREIGN;
 		tfa_ptr_table_release(*h);
-		int room = tfa_ptr_table_make_room(t, (uintptr_t)rec->ptr);
+		int room = make_room(t, (uintptr_t)rec->ptr, revoke);
 		*h = tfa_ptr_table_hold(t, (uintptr_t)rec->ptr);
 		if (room < 0)
 			return -ENOMEM;
@@ -477,6 +501,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		if (s->slots != NULL)
 			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
 		s->slots = NULL;
+		__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->lg_cap, 0, __ATOMIC_RELAXED);
 		s->starved = false;
 		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);

@@ -16,9 +16,18 @@
  *            only change that excludes the shard's other operations.
  *
  * Concurrency: inserts and removes of different pointers run at the same time
- * on one shard, claiming slots by compare-and-swap; a pointer is inserted and
- * removed by one thread at a time (the allocator hands it out once).  No lock
- * and no shared counter is written per operation.
+ * on one shard; a pointer is inserted and removed by one thread at a time (the
+ * allocator hands it out once).  No lock and no shared counter is written per
+ * operation.  A shard has an owner, the thread that mapped it (both jemalloc
+ * and glibc give each thread an arena of its own, so a region's blocks are
+ * mostly made by one thread): the owner claims and empties slots with
+ * instructions that are atomic against its own signal handlers but carry no
+ * lock prefix, for only it writes the empty slots and tombstones of its
+ * shard.  Other threads free its blocks with a compare-and-swap on the live
+ * key (live -> tombstone, never touching an empty slot or a tombstone); the
+ * first other thread to insert takes the ownership away for good (the shard
+ * is then shared: every insert claims its slot by compare-and-swap), which
+ * excludes the shard's operations once.
  *
  * Memory comes from mmap (core/arena.h), never from malloc.
  */
@@ -115,6 +124,8 @@ tfa_record_unpack(const tfa_record_t *r, tfa_alloc_info_t *i)
  */
 typedef struct tfa_ptr_shard_s {
 	tfa_record_t *slots; /* replaced only while operations are excluded */
+	/* Changed only while operations are excluded; NULL: shared. */
+	tfa_thread_rec_t *owner;
 	uint32_t lg_cap;     /* 0: nothing mapped yet */
 	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
 	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
@@ -155,6 +166,54 @@ typedef struct tfa_ptr_held_s {
 	uint8_t depth;
 } tfa_ptr_held_t;
 
+/* How the holder of a shard may change it. */
+enum tfa_ptr_access_e {
+	TFA_PTR_OWN = 0,     /* no other thread inserts: claim and empty slots without a lock prefix */
+	TFA_PTR_SHARED = 1,  /* claim slots by compare-and-swap; removes leave tombstones */
+	TFA_PTR_FOREIGN = 2, /* another thread owns the shard: removes as SHARED, inserts revoke first */
+};
+
+/* REQUIRES: h holds its shard (the owner does not change meanwhile).  [hot path] */
+static TFA_ALWAYS_INLINE int
+tfa_ptr_access(tfa_ptr_held_t h)
+{
+	if (h.mode == TFA_PTR_EXCLUSIVE)
+		return TFA_PTR_OWN;
+	tfa_thread_rec_t *owner = __atomic_load_n(&h.shard->owner, __ATOMIC_RELAXED);
+	if (owner == NULL)
+		return TFA_PTR_SHARED;
+	return h.mode == TFA_PTR_ANNOUNCED && owner == h.rec ? TFA_PTR_OWN : TFA_PTR_FOREIGN;
+}
+
+/*
+ * Single instructions without a lock prefix: atomic against a signal handler
+ * of this thread that runs an operation on the same shard in between, not
+ * against other cores.  For the words only the owner of a shard writes: its
+ * empty slots and tombstones, and its count of used slots.  (A failed
+ * cmpxchg writes the old value back: harmless on a word no other core writes.)
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_local_cas(uint64_t *p, uint64_t expected, uint64_t desired)
+{
+#if defined(__x86_64__)
+	bool ok;
+	__asm__ volatile("cmpxchgq %3, %1" : "=@ccz"(ok), "+m"(*p), "+a"(expected) : "r"(desired) : "memory");
+	return ok;
+#else
+	return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+#endif
+}
+
+static TFA_ALWAYS_INLINE void
+tfa_ptr_local_add(uint64_t *p, int64_t delta)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("addq %1, %0" : "+m"(*p) : "er"(delta) : "cc");
+#else
+	__atomic_fetch_add(p, (uint64_t)delta, __ATOMIC_RELAXED);
+#endif
+}
+
 /*
  * Keys: 0 an empty slot; an odd key a tombstone, the freed pointer + 1 (no
  * pointer the shim records is odd; what was freed there helps tell a double
@@ -170,7 +229,7 @@ typedef struct tfa_ptr_held_s {
  * 7/8 of it: 32-byte slots cost 43 to 85 bytes per live allocation (the
  * benchmark's memory target is 64 over the backend's own).
  */
-#define TFA_PTR_OVERLOADED(used, lg_cap) (((used) + 1) * 8 > ((uint64_t)7 << (lg_cap)))
+#define TFA_PTR_OVERLOADED(used, lg_cap) (((used) + 1) * 4 > ((uint64_t)3 << (lg_cap)))
 #define TFA_PTR_LG_CAP_INITIAL 7 /* 128 slots: one 4 KiB page */
 
 /*
@@ -332,10 +391,11 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 	tfa_ptr_shard_t *s = h.shard;
 	tfa_record_t *slots = s->slots;
 	uint32_t lg_cap = s->lg_cap;
-	bool concurrent = h.mode != TFA_PTR_EXCLUSIVE;
+	int access = tfa_ptr_access(h);
 	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
 
-	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, lg_cap) && !s->starved))
+	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, lg_cap) && !s->starved)
+	    || tfa_unlikely(access == TFA_PTR_FOREIGN))
 		return TFA_PTR_AGAIN;
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
 	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
@@ -357,7 +417,7 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 		if (key == 0 && tfa_unlikely(s->starved)
 		    && __atomic_load_n(&s->used, __ATOMIC_RELAXED) + 2 > mask + 1)
 			return -ENOMEM;
-		if (concurrent) {
+		if (access == TFA_PTR_SHARED) {
 			if (!__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
 							 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 				n--; /* lost the slot to another insert: look at it again */
@@ -366,8 +426,14 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 			}
 			if (key == 0)
 				__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
-		} else if (key == 0) {
-			__atomic_store_n(&s->used, used + 1, __ATOMIC_RELAXED);
+		} else {
+			if (!tfa_ptr_local_cas(&slot->ptr, key, TFA_PTR_BUSY)) {
+				n--; /* a signal handler's insert took it: look at it again */
+				i = (i - 1) & mask;
+				continue;
+			}
+			if (key == 0)
+				tfa_ptr_local_add(&s->used, 1);
 		}
 		slot->size_meta = rec->size_meta;
 		slot->id_thread = rec->id_thread;
@@ -401,6 +467,41 @@ tfa_ptr_held_insert_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record
 }
 
 /*
+ * Removes the record of ptr at slot i of s, held with TFA_PTR_OWN: the slot
+ * becomes a tombstone; with `empty` (the process has one thread), empty when
+ * the next slot is empty, with the tombstones just before it (no probe runs
+ * through them).  With threads the owner leaves tombstones for inserts to
+ * take again, as the others do: emptying cost the owner of churn's shards
+ * 20% more time than it saved in probes (reusing a tombstone keeps the
+ * line of the slot just freed busy), and rebuilds purge them.  The tombstone is
+ * written first, so that a signal handler's insert meanwhile takes this slot
+ * (or one before it) rather than a later one that emptying this slot would
+ * cut off from its home; each slot is then emptied only if it still holds
+ * the tombstone.  Other threads only turn live keys into tombstones.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr, bool empty)
+{
+	tfa_record_t *slots = s->slots;
+	uint64_t mask = s->mask;
+
+	/* False: another thread freed ptr just now (a double free); only an exact tie goes unseen. */
+	if (tfa_unlikely(!tfa_ptr_local_cas(&slots[i].ptr, ptr, ptr + 1)))
+		return false;
+	if (!empty || tfa_likely(__atomic_load_n(&slots[(i + 1) & mask].ptr, __ATOMIC_RELAXED) != 0))
+		return true;
+	for (uint64_t key = ptr + 1;;) {
+		if (!tfa_ptr_local_cas(&slots[i].ptr, key, 0))
+			return true;
+		tfa_ptr_local_add(&s->used, -1);
+		i = (i - 1) & mask;
+		key = __atomic_load_n(&slots[i].ptr, __ATOMIC_RELAXED);
+		if (!TFA_PTR_IS_TOMBSTONE(key))
+			return true;
+	}
+}
+
+/*
  * Removes ptr's record from a held shard into *out.  The slot becomes a
  * tombstone; with a single thread, empty instead when the next slot is empty
  * (then no probe runs through it, nor through the tombstones just before it).
@@ -428,24 +529,12 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 	if (out != NULL)
 		*out = *slot;
 	tfa_ptr_note_freed(ptr);
-	if (h.mode != TFA_PTR_EXCLUSIVE) {
+	if (tfa_ptr_access(h) != TFA_PTR_OWN) {
 		uint64_t expected = ptr;
 		return __atomic_compare_exchange_n(&slot->ptr, &expected, ptr + 1, false,
 						   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 	}
-	if (tfa_likely(slots[(i + 1) & mask].ptr != 0)) {
-		slot->ptr = ptr + 1;
-		return true;
-	}
-	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
-	slot->ptr = 0;
-	used--;
-	for (i = (i - 1) & mask; TFA_PTR_IS_TOMBSTONE(slots[i].ptr); i = (i - 1) & mask) {
-		slots[i].ptr = 0;
-		used--;
-	}
-	__atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
-	return true;
+	return tfa_ptr_owned_remove(s, i, ptr, h.mode == TFA_PTR_EXCLUSIVE);
 }
 
 /* ---- the process tracker's fast path (core/shim.c) ------------------------------------------ */
@@ -494,11 +583,12 @@ tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
  * announced or locked; otherwise exclusive), when that needs neither room nor
  * the replacement of a stale record.  Returns false, having changed nothing,
  * when it cannot serve: the general insert (tfa_ptr_held_insert_room) then
- * does.  REQUIRES: ptr even and above TFA_PTR_BUSY.  [hot path]
+ * does.  shared: the holder's access is TFA_PTR_SHARED (never call it with
+ * TFA_PTR_FOREIGN).  REQUIRES: ptr even and above TFA_PTR_BUSY.  [hot path]
  */
 static TFA_ALWAYS_INLINE bool
 tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64_t id_thread,
-		    uint32_t stack_id, uint32_t tag, bool concurrent)
+		    uint32_t stack_id, uint32_t tag, bool shared)
 {
 	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
 
@@ -513,23 +603,25 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 		slot = &slots[i];
 		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
-			if (!concurrent) {
-				if (key == 0)
-					__atomic_store_n(&s->used, used + 1, __ATOMIC_RELAXED);
-				break;
-			}
-			if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
-								   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+			if (!shared) {
+				if (tfa_likely(tfa_ptr_local_cas(&slot->ptr, key, TFA_PTR_BUSY))) {
+					if (key == 0)
+						tfa_ptr_local_add(&s->used, 1);
+					break;
+				}
+			} else if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY,
+									   false, __ATOMIC_ACQUIRE,
+									   __ATOMIC_RELAXED))) {
 				if (key == 0)
 					__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
 				break;
 			}
-			n--; /* lost the slot to another insert: look at it again */
+			n--; /* lost the slot to another insert (or a signal handler's): look at it again */
 			i = (i - 1) & mask;
 			continue;
 		}
 		/* A stale record of ptr, or (threads filling the shard meanwhile) no slot. */
-		if (tfa_unlikely(key == ptr) || (concurrent && tfa_unlikely(n == mask)))
+		if (tfa_unlikely(key == ptr) || tfa_unlikely(n == mask))
 			return false;
 	}
 	slot->size_meta = size_meta;
@@ -563,32 +655,6 @@ tfa_ptr_fast_find(const tfa_ptr_shard_t *s, uint64_t ptr)
 }
 
 /*
- * Removes the record of ptr found at slot i of s, which no other thread can
- * touch (a single thread, or the forking one): as tfa_ptr_held_remove does,
- * empty when the next slot is empty, with the tombstones before it.  [hot path]
- */
-static TFA_ALWAYS_INLINE void
-tfa_ptr_fast_remove_exclusive(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
-{
-	tfa_record_t *slots = s->slots;
-	uint64_t mask = s->mask;
-
-	tfa_ptr_note_freed(ptr);
-	if (tfa_likely(slots[(i + 1) & mask].ptr != 0)) {
-		slots[i].ptr = ptr + 1;
-		return;
-	}
-	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
-	slots[i].ptr = 0;
-	used--;
-	for (i = (i - 1) & mask; TFA_PTR_IS_TOMBSTONE(slots[i].ptr); i = (i - 1) & mask) {
-		slots[i].ptr = 0;
-		used--;
-	}
-	__atomic_store_n(&s->used, used, __ATOMIC_RELAXED);
-}
-
-/*
  * Removes the record of ptr found at slot i of s, announced by this thread
  * while others may run: false when another thread freed ptr meanwhile (a
  * double free: nothing changed).  [hot path]
@@ -598,7 +664,6 @@ tfa_ptr_fast_remove_concurrent(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
 {
 	uint64_t expected = ptr;
 
-	tfa_ptr_note_freed(ptr);
 	return __atomic_compare_exchange_n(&s->slots[i].ptr, &expected, ptr + 1, false,
 					   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }

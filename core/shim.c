@@ -490,13 +490,18 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
 
-	if (!single)
+	int access = TFA_PTR_OWN;
+	if (!single) {
 		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
+		access = tfa_ptr_access(held);
+	}
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
 	uint32_t tag = 0; /* a thread with a current resource takes the general path */
-	if (tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, stack_id, tag,
-					   !single && held.mode != TFA_PTR_EXCLUSIVE))) {
+	/* A shard another thread owns: the general insert takes its ownership away. */
+	if (tfa_likely(access != TFA_PTR_FOREIGN)
+	    && tfa_likely(tfa_ptr_fast_insert(held.shard, ptr, meta, id_thread, stack_id, tag,
+					      access == TFA_PTR_SHARED))) {
 		fast_count_alloc(s, nbytes, asz, single);
 		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
 			tfa_sites_alloc(ta->sites, stack_id, nbytes);
@@ -575,10 +580,14 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 			 || held.shard->slots[i].tag != 0))
 		goto not_served;
 	uint32_t stack_id = held.shard->slots[i].stack_id;
-	if (single || held.mode == TFA_PTR_EXCLUSIVE)
-		tfa_ptr_fast_remove_exclusive(held.shard, (uint64_t)i, ptr);
-	else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr)))
+	tfa_ptr_note_freed(ptr);
+	if (single || tfa_ptr_access(held) == TFA_PTR_OWN) {
+		if (tfa_unlikely(!tfa_ptr_owned_remove(held.shard, (uint64_t)i, ptr,
+						       single || held.mode == TFA_PTR_EXCLUSIVE)))
+			goto not_served;
+	} else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr))) {
 		goto not_served;
+	}
 	size_t asz = tfa_jemalloc_usable[(requested + 7) >> 3];
 	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
 	s->num_frees++;
@@ -762,7 +771,8 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 		slot->stack_id = 0;
 		slot->tag = tag;
 	} else {
-		tfa_ptr_fast_remove_exclusive(sh, (uint64_t)i, ptr);
+		tfa_ptr_note_freed(ptr);
+		(void)tfa_ptr_owned_remove(sh, (uint64_t)i, ptr, true); /* one thread: it cannot fail */
 		uint64_t qp = (uintptr_t)q;
 		if (tfa_unlikely(!tfa_ptr_fast_insert(tfa_ptr_shard_of(&process_table, qp), qp, meta,
 						      id_thread, 0, tag, false))) {

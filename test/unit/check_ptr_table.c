@@ -769,6 +769,145 @@ START_TEST(test_ptr_table_destroy_and_reuse)
 }
 END_TEST
 
+/*
+ * The owner of a shard (the registered thread that mapped it) claims and
+ * empties its slots without a lock prefix while another thread frees its
+ * blocks with compare-and-swap, as churn's hand-overs do; the first insert of
+ * another thread makes the shard shared, and nothing is lost on the way.
+ */
+#define OWN_N 40000
+
+static uintptr_t
+own_ptr(uint64_t set, uint64_t i)
+{
+	/* Two sets interleaved in one 512 KiB region per 2048 blocks: the same shards. */
+	return (uintptr_t)0x7c0000000000 + (uintptr_t)(i * 2 + set) * 128;
+}
+
+static pthread_barrier_t own_go;
+static tfa_thread_rec_t *own_rec;
+
+static void *
+owner_worker(void *arg)
+{
+	(void)arg;
+	own_rec = tfa_thread_rec();
+	for (uint64_t i = 0; i < OWN_N; i++)
+		insert_ok(own_ptr(0, i), i, i + 1);
+	pthread_barrier_wait(&own_go);
+	/* The other set, in and out and in again, while set 0 is freed by the other thread. */
+	for (int round = 0; round < 4; round++) {
+		for (uint64_t i = 0; i < OWN_N; i++) {
+			tfa_record_t rec = make_rec(own_ptr(1, i), i, OWN_N + i + 1);
+			if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		}
+		for (uint64_t i = 0; i < OWN_N; i += (round == 3 ? 2 : 1))
+			if (!tfa_ptr_table_remove(&table, own_ptr(1, i), NULL))
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *
+freeing_worker(void *arg)
+{
+	(void)arg;
+	(void)tfa_thread_rec();
+	pthread_barrier_wait(&own_go);
+	for (uint64_t i = 0; i < OWN_N; i++) {
+		tfa_record_t out;
+		tfa_alloc_info_t info;
+		bool found = tfa_ptr_table_remove(&table, own_ptr(0, i), &out);
+		tfa_record_unpack(&out, &info);
+		if (!found || info.requested != i || info.id != i + 1)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static uint64_t
+owned_shards(const tfa_thread_rec_t *owner)
+{
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
+		n += table.shards[k].slots != NULL && table.shards[k].owner == owner;
+	return n;
+}
+
+START_TEST(test_ptr_table_owner_and_freeing_thread)
+{
+	pthread_t a, b;
+
+	/* Threads from the start: the owner's inserts are not the single-threaded kind. */
+	ck_assert_int_eq(pthread_barrier_init(&own_go, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, freeing_worker, NULL), 0);
+	ck_assert_int_eq(pthread_create(&a, NULL, owner_worker, NULL), 0);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_int_eq(pthread_join(b, NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	/* The freeing thread never inserted: the owner kept its shards. */
+	ck_assert_uint_gt(owned_shards(own_rec), 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), OWN_N / 2);
+	for (uint64_t i = 0; i < OWN_N; i++) {
+		ck_assert(!tfa_ptr_table_lookup(&table, own_ptr(0, i), NULL));
+		ck_assert(tfa_ptr_table_lookup(&table, own_ptr(1, i), NULL) == (i % 2 == 1));
+	}
+	/* A second free finds nothing. */
+	ck_assert(!tfa_ptr_table_remove(&table, own_ptr(0, 7), NULL));
+}
+END_TEST
+
+static pthread_barrier_t own_hold;
+
+/* Owns its shards and stays alive (a thread's record is reused once it exits). */
+static void *
+holding_owner(void *arg)
+{
+	(void)arg;
+	own_rec = tfa_thread_rec();
+	for (uint64_t i = 0; i < OWN_N; i++)
+		insert_ok(own_ptr(0, i), i, i + 1);
+	pthread_barrier_wait(&own_hold); /* inserted */
+	pthread_barrier_wait(&own_hold); /* the other thread inserted */
+	for (uint64_t i = 0; i < OWN_N; i += 2)
+		if (!tfa_ptr_table_remove(&table, own_ptr(0, i), NULL))
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *
+inserting_worker(void *arg)
+{
+	(void)arg;
+	ck_assert_ptr_ne(tfa_thread_rec(), own_rec);
+	insert_ok(own_ptr(1, 3), 3, 4);
+	return NULL;
+}
+
+START_TEST(test_ptr_table_other_insert_shares_shard)
+{
+	pthread_t a, b;
+
+	ck_assert_int_eq(pthread_barrier_init(&own_hold, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&a, NULL, holding_owner, NULL), 0);
+	pthread_barrier_wait(&own_hold);
+	tfa_ptr_shard_t *s = tfa_ptr_shard_of(&table, own_ptr(1, 3));
+	ck_assert_ptr_eq(s->owner, own_rec);
+	ck_assert_int_eq(pthread_create(&b, NULL, inserting_worker, NULL), 0);
+	ck_assert_int_eq(pthread_join(b, NULL), 0);
+	ck_assert_ptr_null(s->owner);
+	pthread_barrier_wait(&own_hold);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), OWN_N / 2 + 1);
+	ck_assert(tfa_ptr_table_lookup(&table, own_ptr(1, 3), NULL));
+	for (uint64_t i = 0; i < OWN_N; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, own_ptr(0, i), NULL) == (i % 2 == 1));
+}
+END_TEST
+
 /* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
 static void
 asym_setup(void)
@@ -806,6 +945,8 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_threads);
 	tcase_add_test(tc, test_ptr_table_threads_share_shards);
 	tcase_add_test(tc, test_ptr_table_remove_race);
+	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
+	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
 	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
 	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
 	suite_add_tcase(s, tc);
@@ -817,6 +958,8 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_threads);
 	tcase_add_test(tc, test_ptr_table_threads_share_shards);
 	tcase_add_test(tc, test_ptr_table_remove_race);
+	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
+	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
 	suite_add_tcase(s, tc);
 	return s;
 }
