@@ -477,6 +477,26 @@ fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
 }
 
 /*
+ * A block of the fast path made (or freed) at stack_id: with threads, counted
+ * in the thread's cache of sites (two threads allocating at one site would
+ * otherwise pass its line between their cores at every call), unless this is
+ * a signal handler's call inside the thread's own (the cache entry may be
+ * moving to its site just then).  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+fast_site_change(tfa_thread_rec_t *trec, uint32_t stack_id, int64_t bytes, bool made, bool single)
+{
+	tfa_sites_t *sites = cpu_tracker.sites;
+
+	if (!single && tfa_likely(tfa_tls.in_shim == 1) && sites->thread_cached)
+		tfa_sites_change_cached(sites, trec, stack_id, bytes, made);
+	else if (made)
+		tfa_sites_alloc(sites, stack_id, (uint64_t)bytes);
+	else
+		tfa_sites_free(sites, stack_id, (uint64_t)-bytes);
+}
+
+/*
  * Records the block p of nbytes made by jemalloc, with its stack (0: none).
  * single: the process has one thread.  [hot path]
  */
@@ -504,7 +524,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 					      access == TFA_PTR_SHARED))) {
 		fast_count_alloc(s, nbytes, asz, single);
 		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
-			tfa_sites_alloc(ta->sites, stack_id, nbytes);
+			fast_site_change(trec, stack_id, (int64_t)nbytes, true, single);
 		if (!single)
 			tfa_ptr_table_release(held);
 		return;
@@ -594,7 +614,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	/* Counted first: leaving the peak snapshots the sites before one changes. */
 	fast_count(s, -(int64_t)requested, -(int64_t)asz, single, false);
 	if (tfa_unlikely(stack_id != 0) && cpu_tracker.sites != NULL)
-		tfa_sites_free(cpu_tracker.sites, stack_id, requested);
+		fast_site_change(trec, stack_id, -(int64_t)requested, false, single);
 	if (!single)
 		tfa_ptr_table_release(held);
 	*requested_out = requested;
@@ -986,6 +1006,7 @@ init_stacks(void)
 									       : (uint32_t)opts.max_stacks;
 	/* Room for the truncated stacks above the limit, and no more. */
 	tfa_stack_table_set_limit(&tfa_process_stacks, stacks.max + stacks.max / 4);
+	process_sites.thread_cached = true;
 	cpu_tracker.sites = &process_sites;
 	__atomic_store_n(&stacks.mode, mode, __ATOMIC_RELEASE);
 }

@@ -40,6 +40,23 @@ typedef struct tfa_stat_slot_s {
 } tfa_stat_slot_t;
 
 /* Nesting of pointer-table sections a thread announces (a signal handler's malloc). */
+/*
+ * A thread's pending changes to one allocation site's figures (core/sites.h):
+ * with threads, the sites of the process tracker are counted here first, so
+ * that two threads allocating at one site do not pass its cache line back and
+ * forth.  seq is odd while the owner moves the figures to the site.
+ */
+#define TFA_SITE_CACHE 16
+
+typedef struct tfa_site_delta_s {
+	uint32_t stack_id; /* 0: unused */
+	uint32_t seq;
+	uint64_t allocs;
+	uint64_t total_bytes;
+	int64_t in_use_bytes;
+	int64_t in_use_blocks;
+} tfa_site_delta_t;
+
 #define TFA_ANNOUNCE_DEPTH 2
 #define TFA_RECENT_FREES   32
 
@@ -52,6 +69,7 @@ typedef struct tfa_thread_rec_s {
 	/* The pointer-table shards this thread is inside (core/ptr_table.h). */
 	void *announce[TFA_ANNOUNCE_DEPTH];
 	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
+	tfa_site_delta_t site_cache[TFA_SITE_CACHE];
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
 enum tfa_tls_state_e {

@@ -314,7 +314,14 @@ def case_top_end(ctx):
     live = Live(ctx, argv).ready()
     top = subprocess.Popen([ctx.tool, "top", "-d", "0.1", str(live.p.pid)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=ctx.env())
-    time.sleep(0.5)
+    # A refresh first (a fixed sleep was too short on a loaded machine), then the end.
+    first = b""
+    deadline = time.monotonic() + 30
+    while b"\ncpu " not in first and time.monotonic() < deadline:
+        line = top.stdout.readline()
+        if not line:
+            break
+        first += line
     r = live.finish()
     T.check_eq((r.returncode, r.out), (0, "READY\nDONE\n"), "tp_live under top")
     try:
@@ -322,6 +329,7 @@ def case_top_end(ctx):
     except subprocess.TimeoutExpired:
         top.kill()
         raise T.Failure("tfalloc top did not end with the process")
+    out = first + out
     T.check_eq((top.returncode, err.decode()), (0, "tfalloc: top: process %d ended\n" % live.p.pid),
                "tfalloc top at the end of the process")
     T.check_ge(out.decode().count("\ncpu "), 1, "refreshes before the end")

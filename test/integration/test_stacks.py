@@ -8,6 +8,10 @@ Cases:
                  its function, file and line, its exact figures; the peak's
                  breakdown sums to the peak; the text report shows the same
   sites_fp       the same with TFALLOC_STACKS=fp
+  sites_threads  tp_site_threads: 4 threads at 25 shared sites (more than a
+                 thread's cache of sites holds), frees by another thread, a
+                 site whose bytes in use pass the cache's flush threshold:
+                 every site's figures exact, the sites sum to the device's
   none           TFALLOC_STACKS=none: no stacks, no sites, figures unchanged
   sampled        TFALLOC_SAMPLE_BYTES=64K: figures of the devices stay exact,
                  sites are marked estimated, the 256 KiB cache is found; with
@@ -152,6 +156,34 @@ def case_sites(ctx):
 def case_sites_fp(ctx):
     _, proc = run_sites(ctx, env={"TFALLOC_STACKS": "fp"})
     check_sites(ctx, proc, "fp")
+
+
+def case_sites_threads(ctx):
+    path = ctx.prog("tp_site_threads")
+    plain = ctx.run_plain([path])
+    T.check_eq(plain.returncode, 0, "tp_site_threads without the shim")
+    r, rep = ctx.run_and_report([path], what="tp_site_threads")
+    T.same_output(plain, r, "tp_site_threads")
+    proc = T.only_process(rep, "tp_site_threads")
+    T.check_exited(proc, 0)
+    dev = T.device(proc)
+    expected = {}
+    for line in plain.out.splitlines():
+        _, fn, n, total, in_use = line.split()
+        expected[fn] = (int(n), int(total), int(in_use))
+    T.check_eq(len(expected), 25, "SITE lines")
+    for fn, (n, total, in_use) in expected.items():
+        # The compiler may call one function from two places of worker: two stacks.
+        sites = [s for s in proc["sites"] if s["stack"] and s["stack"][0].get("function") == fn]
+        T.check(sites, "no site whose innermost frame is %s" % fn)
+        got = tuple(sum(s[k] for s in sites) for k in ("num_allocs", "total_bytes", "bytes_in_use"))
+        T.check_eq(got, (n, total, in_use), "site %s: num_allocs, total_bytes, bytes_in_use" % fn)
+    T.check_eq(sum(s["total_bytes"] for s in proc["sites"]), dev["total_bytes"],
+               "sum of total_bytes over the sites")
+    T.check_eq(sum(s["bytes_in_use"] for s in proc["sites"]), dev["bytes_in_use"],
+               "sum of bytes_in_use over the sites")
+    T.check_eq(sum(s["num_allocs"] for s in proc["sites"]), dev["num_allocs"],
+               "sum of num_allocs over the sites")
 
 
 def case_none(ctx):
@@ -360,6 +392,7 @@ def case_python3(ctx):
 T.main({
     "sites": case_sites,
     "sites_fp": case_sites_fp,
+    "sites_threads": case_sites_threads,
     "none": case_none,
     "sampled": case_sampled,
     "depth": case_depth,
