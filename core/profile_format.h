@@ -59,7 +59,10 @@ enum tfa_prof_record_type_e {
 	 * u32 frames kept per stack at most, u64 sample_bytes (mean interval of
 	 * sampled stacks; 0: every allocation has its stack); then (absent in
 	 * older files) u64 truncated (allocations whose new stack came when the
-	 * table was full and kept its innermost frames only), u32 max_stacks.
+	 * table was full and kept its innermost frames only), u32 max_stacks;
+	 * then (absent in older files) what the shim mapped for its tables: u64
+	 * pointer table bytes, u64 stack table bytes (the stacks, their index and
+	 * the sites' figures).
 	 */
 	TFA_REC_CONFIG = 6,
 	/*

@@ -366,6 +366,10 @@ parse_config(struct record *r, size_t off)
 	    && (read_u64(r, "truncated", &p->stacks_truncated) < 0
 	        || read_u32(r, "max_stacks", &p->max_stacks) < 0))
 		return -1;
+	if (record_left(r) >= 16
+	    && (read_u64(r, "pointer_table_bytes", &p->pointer_table_bytes) < 0
+	        || read_u64(r, "stack_table_bytes", &p->stack_table_bytes) < 0))
+		return -1;
 	p->has_config = true;
 	return 0;
 }

@@ -174,6 +174,8 @@ typedef struct tfa_profile_s {
 	uint64_t sample_bytes; /* 0: every allocation has its stack */
 	uint64_t stacks_truncated; /* allocations with a truncated stack: the table was full */
 	uint32_t max_stacks;       /* the table's limit of whole stacks; 0: unknown */
+	uint64_t pointer_table_bytes; /* mapped for the pointer table at the end; 0: unknown */
+	uint64_t stack_table_bytes;   /* mapped for stacks, their index and the sites; 0: unknown */
 
 	tfa_profile_module_t *modules; /* in the order of discovery */
 	size_t nmodules;

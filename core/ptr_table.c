@@ -491,6 +491,19 @@ tfa_ptr_table_set_stale_hook(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa
 	t->stale_arg = arg;
 }
 
+uint64_t
+tfa_ptr_table_bytes(const tfa_ptr_table_t *t)
+{
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+		uint32_t lg = __atomic_load_n(&t->shards[k].lg_cap, __ATOMIC_RELAXED);
+		if (lg != 0)
+			n += (uint64_t)sizeof(tfa_record_t) << lg;
+	}
+	return n;
+}
+
 void
 tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 {

@@ -688,6 +688,9 @@ bool tfa_ptr_table_lookup(tfa_ptr_table_t *t, uintptr_t ptr, tfa_record_t *out);
  */
 bool tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr);
 
+/* Bytes mapped for the shards' slots (a walk of the shards, without locks: for reports). */
+uint64_t tfa_ptr_table_bytes(const tfa_ptr_table_t *t);
+
 /* Live records in the table (a walk: for reports and tests). */
 uint64_t tfa_ptr_table_count(tfa_ptr_table_t *t);
 

@@ -1571,6 +1571,8 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_u64(w, stacks.sample_bytes);
 	tfa_pw_u64(w, __atomic_load_n(&stacks.truncated, __ATOMIC_RELAXED));
 	tfa_pw_u32(w, stacks.max);
+	tfa_pw_u64(w, tfa_ptr_table_bytes(&process_table));
+	tfa_pw_u64(w, tfa_stack_table_bytes(&tfa_process_stacks) + tfa_sites_bytes(&process_sites));
 	tfa_pw_end(w);
 	if (mode == TFA_STACKS_NONE)
 		return;

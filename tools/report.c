@@ -616,7 +616,9 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_u64(j, "distinct", p->nstacks);
 	tfa_json_kv_u64(j, "max_stacks", p->max_stacks);
 	tfa_json_kv_u64(j, "truncated_allocations", p->stacks_truncated);
+	tfa_json_kv_u64(j, "table_bytes", p->stack_table_bytes);
 	tfa_json_end_object(j);
+	tfa_json_kv_u64(j, "pointer_table_bytes", p->pointer_table_bytes);
 
 	tfa_json_key(j, "devices");
 	tfa_json_begin_array(j);
@@ -1198,6 +1200,10 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 			text_bytes(f, p->sample_bytes);
 			fputs(" on average (site figures are estimates)", f);
 		}
+		if (p->stack_table_bytes != 0) {
+			fputs(", table ", f);
+			text_bytes(f, p->stack_table_bytes);
+		}
 		if (p->stacks_truncated != 0)
 			fprintf(f, "\n  note:       the stack table was full (%" PRIu32 " stacks, "
 			           "TFALLOC_MAX_STACKS): %" PRIu64 " allocations kept only their "
@@ -1205,6 +1211,11 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 			        p->max_stacks, p->stacks_truncated);
 	}
 	fputc('\n', f);
+	if (p->pointer_table_bytes != 0) {
+		fputs("  tables:     pointer table ", f);
+		text_bytes(f, p->pointer_table_bytes);
+		fputs(" mapped (32 bytes a slot, a slot for every live block)\n", f);
+	}
 }
 
 /* "double_free" -> "double free" */

@@ -383,8 +383,21 @@ class Runner:
         self.ctx = ctx
         self.env = clean_env()
 
-    def run(self, workload, mode, size, keep=None):
-        """One run; returns a dict.  keep: a folder to move the profiles to."""
+    def tables(self, outdir):
+        """The largest pointer table and stack table of the profiles in outdir (bytes)."""
+        tool = os.path.join(self.root, "build/bin/tfalloc")
+        r = subprocess.run([tool, "report", "--format", "json", outdir], env=self.env,
+                           capture_output=True, text=True)
+        try:
+            procs = json.loads(r.stdout)["processes"]
+        except (ValueError, KeyError):
+            return None, None
+        return (max((p.get("pointer_table_bytes", 0) for p in procs), default=None),
+                max((p.get("stacks", {}).get("table_bytes", 0) for p in procs), default=None))
+
+    def run(self, workload, mode, size, keep=None, tables=False):
+        """One run; returns a dict.  keep: a folder to move the profiles to.  tables: read
+        the sizes of the shim's tables from the profiles (tfalloc modes)."""
         shutil.rmtree(self.scratch, ignore_errors=True)
         outdir = os.path.join(self.scratch, "profile")
         work = os.path.join(self.scratch, "work")
@@ -408,6 +421,8 @@ class Runner:
         res = json.loads(r.stdout)
         res["digest"], res["throughput"] = digest(stdout, mode, verify)
         res["profile_bytes"] = dir_bytes(outdir)
+        if tables:
+            res["pointer_table_bytes"], res["stack_table_bytes"] = self.tables(outdir)
         if not quiet:
             with open(stderr, "rb") as f:
                 res["stderr_tail"] = f.read()[-600:].decode("utf-8", "replace")
@@ -648,7 +663,8 @@ def main():
                 if pw is not w or rep >= n:
                     continue
                 keep = trees_profile if (w.name == "trees" and m == "tfalloc") else None
-                res = runner.run(w, m, size, keep=keep)
+                # The shim's tables, once per cell (reading the profiles takes time).
+                res = runner.run(w, m, size, keep=keep, tables=m.startswith("tfalloc") and rep == 0)
                 ref = refs.get((w.name, size))
                 if m == "glibc" and ref is None:
                     refs[(w.name, size)] = res
@@ -737,7 +753,9 @@ def summarize(cells, workloads, mode_names, header, report, elapsed, args, profi
                             "max_s": max(times), "wall_s": times,
                             "maxrss_kb": cell.median("maxrss_kb"),
                             "throughput": cell.median("throughput"),
-                            "profile_bytes": cell.median("profile_bytes")})
+                            "profile_bytes": cell.median("profile_bytes"),
+                            "pointer_table_bytes": cell.median("pointer_table_bytes"),
+                            "stack_table_bytes": cell.median("stack_table_bytes")})
             if cell.status == "ok" and times:
                 for base, bc in (("glibc", g), ("jemalloc", j)):
                     bt = [r["wall_s"] for r in bc.good_runs()] if bc else []
@@ -883,6 +901,16 @@ def render(res):
                    f"--format json {rep['json']['median_s']:.3f} s, "
                    f"--format text {rep['text']['median_s']:.3f} s "
                    f"(median of {REPORT_REPS}; exit: {rep['json']['status']})")
+    trows = [[r["workload"], r["mode"], fmt_bytes(r["pointer_table_bytes"]),
+              fmt_bytes(r["stack_table_bytes"]) if r.get("stack_table_bytes") else "-",
+              fmt_bytes(r["maxrss_kb"] * 1024) if r.get("maxrss_kb") else "-"]
+             for r in res["rows"] if r.get("pointer_table_bytes")]
+    if trows:
+        out.append("")
+        out.append("the shim's tables at the end of the run (the largest process of the first run): "
+                   "pointer table, stack table (stacks, index, site figures), and the run's RSS")
+        out += table(["workload", "mode", "pointer table", "stack table", "RSS"], trows,
+                     [False, False, True, True, True])
     for note in res["footnotes"]:
         out.append("")
         out.append(note)

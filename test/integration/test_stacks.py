@@ -150,6 +150,11 @@ def check_text(ctx, outdir):
 def case_sites(ctx):
     r, proc = run_sites(ctx)
     check_sites(ctx, proc, "unwind")
+    # The shim's two tables: a 4 KiB shard at least, and the stacks of tp_sites.
+    T.check(proc["pointer_table_bytes"] >= 4096, "pointer_table_bytes %r" % proc["pointer_table_bytes"])
+    T.check(proc["stacks"]["table_bytes"] > 0, "stacks.table_bytes %r" % proc["stacks"]["table_bytes"])
+    T.check(proc["pointer_table_bytes"] + proc["stacks"]["table_bytes"]
+            <= T.device(proc)["shim_overhead_bytes"], "the tables within the shim's overhead")
     check_text(ctx, r.outdir)
 
 

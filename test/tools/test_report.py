@@ -157,7 +157,8 @@ def case_json_single():
                          "not_recorded": 0},
         # A profile without a CONFIG record (tfalloc before stacks): no stacks, no sites.
         "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0, "max_stacks": 0,
-                   "truncated_allocations": 0},
+                   "truncated_allocations": 0, "table_bytes": 0},
+        "pointer_table_bytes": 0,
         "sites": [],
         "timeline": [],
         "device_timelines": [],
