@@ -3,6 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,22 +178,50 @@ tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
 	return n;
 }
 
+/*
+ * A write that starts at or past RLIMIT_FSIZE (a full quota, `ulimit -f`)
+ * fails with EFBIG and makes the kernel send SIGXFSZ to the writing thread,
+ * whose default action ends the process: tfalloc's own profile or message
+ * must never kill the program.  So SIGXFSZ is blocked around the write, and
+ * the one the write raised is taken back (the kernel queues it on this thread,
+ * which sigtimedwait looks at first), unless one was pending already.
+ */
 int
 tfa_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
+	sigset_t xfsz, old, pending;
+	bool was_pending = false;
+	int err = 0;
 
+	sigemptyset(&xfsz);
+	sigaddset(&xfsz, SIGXFSZ);
+	bool blocked = pthread_sigmask(SIG_BLOCK, &xfsz, &old) == 0;
+	/* Unblocked before, nothing could be pending: it would have been delivered. */
+	if (blocked && sigismember(&old, SIGXFSZ) && sigpending(&pending) == 0)
+		was_pending = sigismember(&pending, SIGXFSZ);
 	while (len > 0) {
 		ssize_t n = write(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			err = -errno;
+			break;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
-	return 0;
+	if (blocked) {
+		if (err == -EFBIG && !was_pending) {
+			const struct timespec now = { 0, 0 };
+			int saved = errno;
+			while (sigtimedwait(&xfsz, NULL, &now) < 0 && errno == EINTR)
+				;
+			errno = saved;
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	return err;
 }
 
 /*

@@ -5,6 +5,7 @@
  */
 #include "tools/tfalloc.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +70,14 @@ main(int argc, char **argv)
 		return TFA_EXIT_USAGE;
 	}
 	cmd = argv[1];
+	/*
+	 * A write past RLIMIT_FSIZE (a full quota, `ulimit -f`) raises SIGXFSZ,
+	 * which would kill tfalloc without a word: ignored, the write fails with
+	 * EFBIG and the tool says so.  `run` ignores it only once the command has
+	 * ended: the command inherits ignored signals through exec.
+	 */
+	if (strcmp(cmd, "run") != 0)
+		signal(SIGXFSZ, SIG_IGN);
 	if (strcmp(cmd, "run") == 0)
 		return tfa_cmd_run(argc - 1, argv + 1);
 	if (strcmp(cmd, "report") == 0)
