@@ -9,6 +9,13 @@ Cases:
                 0; stderr holds exactly one line (recording stopped); the
                 profile is complete and flagged degraded, and the text report
                 says recording stopped
+  start_memory  tp_leaks under RLIMIT_AS of 8 to 40 MiB (prlimit --as), so
+                that memory runs out while the shim and jemalloc start: never
+                killed by a signal (jemalloc's start-up crashed on a failed
+                mmap, status -11 at 14 to 19 MiB); either the same output as
+                without tfalloc or the program's own out-of-memory check
+                (status 90) or the loader's refusal (127); the line saying
+                jemalloc could not start is the only other line
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -86,6 +93,25 @@ def case_shim_memory(ctx):
     text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
     T.check_eq(text.returncode, 0, "text report\n" + text.describe())
     T.check("stopped recording" in text.out, "the text report does not say recording stopped:\n" + text.out[:1500])
+
+
+def case_start_memory(ctx):
+    argv = [ctx.prog("tp_leaks")]
+    plain = ctx.run_plain(argv)
+    fell_back = 0
+    for mib in range(8, 41):
+        r = run_preloaded(ctx, ["prlimit", "--as=%d" % (mib << 20), "--"], argv)
+        what = "tp_leaks under RLIMIT_AS of %d MiB" % mib
+        T.check(r.returncode in (plain.returncode, 90, 127),
+                "%s: exit status %s (plain %s)\n%s" % (what, r.returncode, plain.returncode, r.describe()))
+        if r.returncode == plain.returncode:
+            T.same_output(plain, r, what)
+        for line in r.err_lines():
+            T.check("jemalloc cannot start" in line or "check failed" in line or "libunwind" in line
+                    or "cannot be preloaded" in line or "error while loading" in line,
+                    "%s: unexpected line: %s" % (what, line))
+        fell_back += "jemalloc cannot start" in r.err
+    T.check(fell_back > 0, "no limit made jemalloc's start-up fall back to glibc")
 
 
 def case_backend_enomem(ctx):
@@ -294,6 +320,7 @@ def case_control_user(ctx):
 
 T.main({
     "shim_memory": case_shim_memory,
+    "start_memory": case_start_memory,
     "backend_enomem": case_backend_enomem,
     "fsize": case_fsize,
     "full_disk": case_full_disk,
