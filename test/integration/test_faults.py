@@ -40,7 +40,11 @@ Cases:
                 abort() (signal 6), a real SIGSEGV (a store through NULL,
                 signal 11), _exit(7) from main
   control_user  tfalloc snapshot of a process of another user, by a third
-                user: refused in one line, status 1, the process unaffected
+                user: refused in one line, status 1, the process unaffected;
+                then the answers' directory of the process's user squatted
+                by another user (a directory of daemon's, mode 0777; a
+                symlink): the owner's own request is refused in one line,
+                nothing is written there, the process unaffected
 """
 import os
 import signal
@@ -313,6 +317,41 @@ def case_control_user(ctx):
         T.check_eq(r.out, "", "stdout of the refused snapshot")
         T.check_eq(os.listdir(out), [], "files written for the refused request")
         T.check(p.poll() is None, "the process ended after the refused request")
+
+        # The answers' directory of nobody, squatted by daemon before nobody asks.
+        answers = "/tmp/tfalloc-%d" % NOBODY
+        if os.path.lexists(answers):
+            raise T.Skip("%s exists already: it is not ours to squat" % answers)
+        elsewhere = ctx.mkdtemp("elsewhere")
+        os.chown(elsewhere, NOBODY, NOBODY)
+        os.chmod(elsewhere, 0o700)
+        for how in ("dir", "symlink"):
+            try:
+                if how == "dir":
+                    os.mkdir(answers)
+                    os.chown(answers, 1, 1)
+                    os.chmod(answers, 0o777)
+                else:
+                    os.symlink(elsewhere, answers)
+                    os.lchown(answers, 1, 1)
+                r = ctx._run(as_nobody + [ctx.tool, "snapshot", "--timeout", "10", str(p.pid)], ctx.env(), None, 60,
+                             "snapshot", cwd="/")
+                what = "tfalloc snapshot with %s squatted (%s)" % (answers, how)
+                T.check_eq(r.returncode, 1, what + ": status\n" + r.describe())
+                stderr_lines(r, what)
+                T.check(answers in r.err, what + ": the line does not name the directory: " + r.err)
+                T.check_eq(os.listdir(elsewhere), [], what + ": files in the directory the link points to")
+                if how == "dir":
+                    T.check_eq(os.listdir(answers), [], what + ": files in the squatted directory")
+                T.check(p.poll() is None, what + ": the process ended")
+            finally:
+                if os.path.islink(answers) or os.path.isfile(answers):
+                    os.unlink(answers)
+                elif os.path.isdir(answers):
+                    for f in os.listdir(answers):
+                        os.unlink(os.path.join(answers, f))
+                    os.rmdir(answers)
+        T.check_eq(os.listdir(out), [], "files written for the refused requests")
     finally:
         o, e = p.communicate(b"", timeout=60)
     T.check_eq(p.returncode, 0, "tp_live's status\n" + e.decode(errors="replace"))
