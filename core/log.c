@@ -179,27 +179,43 @@ tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
 }
 
 /*
- * A write that starts at or past RLIMIT_FSIZE (a full quota, `ulimit -f`)
- * fails with EFBIG and makes the kernel send SIGXFSZ to the writing thread,
- * whose default action ends the process: tfalloc's own profile or message
- * must never kill the program.  So SIGXFSZ is blocked around the write, and
- * the one the write raised is taken back (the kernel queues it on this thread,
- * which sigtimedwait looks at first), unless one was pending already.
+ * Two failures of write(2) come with a signal to the writing thread whose
+ * default action ends the process: EFBIG with SIGXFSZ (a write at or past
+ * RLIMIT_FSIZE: a full quota, `ulimit -f`) and EPIPE with SIGPIPE (stderr a
+ * pipe nobody reads any more).  tfalloc's own profile or message must never
+ * kill the program, so both are blocked around the write, and the one the
+ * write raised is taken back (the kernel queues it on this thread, which
+ * sigtimedwait looks at first), unless one was pending already.
  */
+static void
+take_back(int sig, const sigset_t *old, const sigset_t *pending_before)
+{
+	sigset_t one;
+	const struct timespec now = { 0, 0 };
+
+	/* Unblocked before, nothing could be pending: it would have been delivered. */
+	if (sigismember(old, sig) && sigismember(pending_before, sig))
+		return;
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	while (sigtimedwait(&one, NULL, &now) < 0 && errno == EINTR)
+		;
+}
+
 int
 tfa_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
-	sigset_t xfsz, old, pending;
-	bool was_pending = false;
-	int err = 0;
+	sigset_t quiet, old, pending;
+	int err = 0, saved;
 
-	sigemptyset(&xfsz);
-	sigaddset(&xfsz, SIGXFSZ);
-	bool blocked = pthread_sigmask(SIG_BLOCK, &xfsz, &old) == 0;
-	/* Unblocked before, nothing could be pending: it would have been delivered. */
-	if (blocked && sigismember(&old, SIGXFSZ) && sigpending(&pending) == 0)
-		was_pending = sigismember(&pending, SIGXFSZ);
+	sigemptyset(&quiet);
+	sigaddset(&quiet, SIGXFSZ);
+	sigaddset(&quiet, SIGPIPE);
+	sigemptyset(&pending);
+	bool blocked = pthread_sigmask(SIG_BLOCK, &quiet, &old) == 0;
+	if (blocked && (sigismember(&old, SIGXFSZ) || sigismember(&old, SIGPIPE)))
+		(void)sigpending(&pending);
 	while (len > 0) {
 		ssize_t n = write(fd, p, len);
 		if (n < 0) {
@@ -212,14 +228,13 @@ tfa_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	if (blocked) {
-		if (err == -EFBIG && !was_pending) {
-			const struct timespec now = { 0, 0 };
-			int saved = errno;
-			while (sigtimedwait(&xfsz, NULL, &now) < 0 && errno == EINTR)
-				;
-			errno = saved;
-		}
+		saved = errno;
+		if (err == -EFBIG)
+			take_back(SIGXFSZ, &old, &pending);
+		else if (err == -EPIPE)
+			take_back(SIGPIPE, &old, &pending);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		errno = saved;
 	}
 	return err;
 }

@@ -25,6 +25,11 @@ Cases:
                 not kill the program (it did: status -25); one line saying
                 "File too large"; the same for snapshots every millisecond,
                 and for tfalloc report -o under the limit
+  broken_pipe   stderr a pipe nobody reads: tfalloc's lines there (the
+                summary, failing snapshots) raise SIGPIPE, which must not
+                kill the program (it did: status -13, with
+                TFALLOC_CATCH_SIGNALS=0 at the summary, and by the failing
+                snapshots' line deferred to the next allocation)
   full_disk     a full tmpfs (mounted in a private mount namespace; skipped
                 where mount is refused) as the output directory: one line
                 "No space left on device", the program unaffected;
@@ -168,6 +173,33 @@ def case_fsize(ctx):
         T.check_eq(r.returncode, 1, "tfalloc report --format %s -o under RLIMIT_FSIZE: status\n%s"
                    % (fmt, r.describe()))
         T.check_eq(r.err, "tfalloc: report: %s: File too large\n" % dest, "tfalloc report's message")
+
+
+def status_with_broken_stderr(ctx, argv, env):
+    """argv's exit status with stdout to /dev/null and stderr a pipe whose
+    reading end is closed before it starts."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+                           env=ctx.env(env), cwd=ctx.scratch, timeout=120)
+    finally:
+        os.close(w)
+    return p.returncode
+
+
+def case_broken_pipe(ctx):
+    out = ctx.mkdtemp("out")
+    missing = os.path.join(ctx.scratch, "no", "such")
+    shim = {"LD_PRELOAD": ctx.lib, "TFALLOC_OUTPUT": out}
+    for argv, env in (([ctx.prog("tp_leaks")], {}),
+                      ([ctx.prog("tp_leaks")], {"TFALLOC_CATCH_SIGNALS": "0"}),
+                      ([ctx.prog("tp_sites"), "errno", "200000"],
+                       {"TFALLOC_OUTPUT": missing, "TFALLOC_FLUSH_INTERVAL_MS": "1", "TFALLOC_QUIET": "1"})):
+        what = "%s with %s, stderr a broken pipe" % (" ".join(os.path.basename(a) for a in argv), env)
+        plain = status_with_broken_stderr(ctx, argv, {})
+        T.check_eq(plain, 0, what + ": status without tfalloc")
+        T.check_eq(status_with_broken_stderr(ctx, argv, dict(shim, **env)), plain, what + ": status under tfalloc")
 
 
 def private_mount_ok(ctx, opts):
@@ -362,6 +394,7 @@ T.main({
     "start_memory": case_start_memory,
     "backend_enomem": case_backend_enomem,
     "fsize": case_fsize,
+    "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,
     "output_dir": case_output_dir,
     "symlink": case_symlink,
