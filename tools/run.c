@@ -864,8 +864,13 @@ tfa_cmd_run(int argc, char **argv)
 		goto out_free;
 	}
 	rc = run_command(o.cmd, &ran);
-	/* The reports of the gate must not die by a full quota (see main). */
+	/*
+	 * From here the status is CMD's (or the gate's): tfalloc's own lines and
+	 * reports must not turn it into a death by a full quota (see main) or by
+	 * a stderr nobody reads any more (`tfalloc run -- make 2>&1 | head`).
+	 */
 	signal(SIGXFSZ, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
 	if (ran && !o.quiet && !run_env_true("TFALLOC_QUIET")) {
 		fprintf(stderr, "tfalloc: %u profile(s) in %s; read them with: tfalloc report ",
 		        run_count_profiles(dir), dir);

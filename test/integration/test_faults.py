@@ -29,7 +29,9 @@ Cases:
                 summary, failing snapshots) raise SIGPIPE, which must not
                 kill the program (it did: status -13, with
                 TFALLOC_CATCH_SIGNALS=0 at the summary, and by the failing
-                snapshots' line deferred to the next allocation)
+                snapshots' line deferred to the next allocation); tfalloc
+                run's status stays the command's (or the gate's: 23) when
+                its own closing lines meet the broken pipe (it was -13)
   full_disk     a full tmpfs (mounted in a private mount namespace; skipped
                 where mount is refused) as the output directory: one line
                 "No space left on device", the program unaffected;
@@ -200,6 +202,11 @@ def case_broken_pipe(ctx):
         plain = status_with_broken_stderr(ctx, argv, {})
         T.check_eq(plain, 0, what + ": status without tfalloc")
         T.check_eq(status_with_broken_stderr(ctx, argv, dict(shim, **env)), plain, what + ": status under tfalloc")
+    # tfalloc run's status is the command's (or the gate's), also when its closing lines go nowhere.
+    for args, status in ((["--output", out, "--", ctx.prog("tp_leaks")], 0),
+                         (["--quiet", "--output", out, "--leak-gate", "--", ctx.prog("tp_sites")], 23)):
+        T.check_eq(status_with_broken_stderr(ctx, [ctx.tool, "run"] + args, {}), status,
+                   "tfalloc run %s, stderr a broken pipe: status" % " ".join(args[:-2]))
 
 
 def private_mount_ok(ctx, opts):
