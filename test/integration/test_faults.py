@@ -9,6 +9,12 @@ Cases:
                 0; stderr holds exactly one line (recording stopped); the
                 profile is complete and flagged degraded, and the text report
                 says recording stopped
+  shim_stacks   the same for the stack table: tp_nomem stacks 16 allocates
+                (and frees at once) from 65536 distinct call stacks after
+                the limit: the program unaffected, one line (new call stacks
+                not recorded), every allocation still counted, the profile
+                flagged stacks_lost (the text report says so); before, the
+                stacks were dropped without a word
   start_memory  tp_leaks under RLIMIT_AS of 8 to 40 MiB (prlimit --as), so
                 that memory runs out while the shim and jemalloc start: never
                 killed by a signal (jemalloc's start-up crashed on a failed
@@ -106,6 +112,23 @@ def case_shim_memory(ctx):
     T.check("stopped recording" in text.out, "the text report does not say recording stopped:\n" + text.out[:1500])
 
 
+def case_shim_stacks(ctx):
+    argv = [ctx.prog("tp_nomem"), "stacks", "16"]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, 0, "tp_nomem stacks without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem stacks")
+    T.same_output(plain, r, "tp_nomem stacks")
+    line = stderr_lines(r, "tp_nomem stacks")[0]
+    T.check("new call stacks are not recorded" in line, "the line: " + line)
+    proc = T.only_process(rep, "tp_nomem stacks")
+    T.check_exited(proc, 0)
+    T.check_eq((proc.get("degraded"), proc.get("stacks_lost")), (False, True), "degraded, stacks_lost")
+    T.check_ge(T.device(proc)["num_allocs"], 1 << 16, "allocations counted")
+    T.check_range(proc["stacks"]["distinct"], 1, (1 << 16) - 1, "distinct stacks recorded")
+    text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
+    T.check("ran out of memory for call stacks" in text.out, "the text report:\n" + text.out[:1500])
+
+
 def case_start_memory(ctx):
     argv = [ctx.prog("tp_leaks")]
     plain = ctx.run_plain(argv)
@@ -119,6 +142,7 @@ def case_start_memory(ctx):
             T.same_output(plain, r, what)
         for line in r.err_lines():
             T.check("jemalloc cannot start" in line or "check failed" in line or "libunwind" in line
+                    or "stops recording" in line or "new call stacks are not recorded" in line
                     or "cannot be preloaded" in line or "error while loading" in line,
                     "%s: unexpected line: %s" % (what, line))
         fell_back += "jemalloc cannot start" in r.err
@@ -398,6 +422,7 @@ def case_control_user(ctx):
 
 T.main({
     "shim_memory": case_shim_memory,
+    "shim_stacks": case_shim_stacks,
     "start_memory": case_start_memory,
     "backend_enomem": case_backend_enomem,
     "fsize": case_fsize,

@@ -11,6 +11,11 @@
 //              1 MiB, then N blocks of 32 bytes are allocated and freed.  The
 //              blocks come from the memory the backend kept; the table that
 //              records them needs new mappings, which fail.  Prints "shim N ok".
+//   stacks D   The same, but after the limit every allocation is made, and
+//              freed at once, from a call stack of its own: a binary tree of
+//              calls D deep (2^D leaves, each a distinct path of frames), so
+//              the pointer table stays small and tfalloc's stack table needs
+//              new mappings, which fail.  Prints "stacks D ok".
 //   backend    Out of memory in the backend: the limit is the address space in
 //              use plus 64 MiB, then requests of 256 MiB (malloc, calloc,
 //              realloc, posix_memalign, aligned_alloc, new, new[], nothrow new)
@@ -85,6 +90,63 @@ shim_mode(long n)
 	free(prime);
 	free(blocks);
 	tp_out("shim %ld ok\n", n);
+	return 0;
+}
+
+// Two call sites per level: each leaf's stack is the path that led to it.
+__attribute__((noinline)) static void tree(int depth, unsigned long *n);
+
+__attribute__((noinline)) static void
+left(int depth, unsigned long *n)
+{
+	tree(depth, n);
+	__asm__ volatile("" ::: "memory"); // no tail call: this frame stays on the stack
+}
+
+__attribute__((noinline)) static void
+right(int depth, unsigned long *n)
+{
+	tree(depth, n);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void
+tree(int depth, unsigned long *n)
+{
+	if (depth == 0) {
+		void *p = malloc(24);
+		TP_CHECK(p != nullptr, "malloc(24) at leaf %lu: errno %d", *n, errno);
+		TP_KEEP(p);
+		free(p);
+		++*n;
+		return;
+	}
+	left(depth - 1, n);
+	right(depth - 1, n);
+	__asm__ volatile("" ::: "memory");
+}
+
+static int
+stacks_mode(int depth)
+{
+	size_t nprime = 4096;
+	void **prime = (void **)malloc(nprime * sizeof(void *));
+	TP_CHECK(prime != nullptr, "malloc");
+	for (size_t i = 0; i < nprime; i++) {
+		prime[i] = malloc(4096);
+		TP_CHECK(prime[i] != nullptr, "prime %zu", i);
+	}
+	void *fence = malloc(64);
+	TP_CHECK(fence != nullptr, "fence");
+	for (size_t i = 0; i < nprime; i++)
+		free(prime[i]);
+	limit_address_space(MiB);
+	unsigned long n = 0;
+	tree(depth, &n);
+	TP_CHECK(n == 1ul << depth, "leaves: %lu", n);
+	free(fence);
+	free(prime);
+	tp_out("stacks %d ok\n", depth);
 	return 0;
 }
 
@@ -172,8 +234,10 @@ main(int argc, char **argv)
 		return 0;
 	if (argc > 1 && strcmp(argv[1], "shim") == 0)
 		return shim_mode(argc > 2 ? atol(argv[2]) : 300000);
+	if (argc > 1 && strcmp(argv[1], "stacks") == 0)
+		return stacks_mode(argc > 2 ? atoi(argv[2]) : 16);
 	if (argc > 1 && strcmp(argv[1], "backend") == 0)
 		return backend_mode();
-	tp_printf(2, "usage: tp_nomem shim [N] | backend | baseline\n");
+	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | baseline\n");
 	return 2;
 }
