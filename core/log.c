@@ -3,6 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,22 +178,65 @@ tfa_snprintf(char *buf, size_t size, const char *fmt, ...)
 	return n;
 }
 
+/*
+ * Two failures of write(2) come with a signal to the writing thread whose
+ * default action ends the process: EFBIG with SIGXFSZ (a write at or past
+ * RLIMIT_FSIZE: a full quota, `ulimit -f`) and EPIPE with SIGPIPE (stderr a
+ * pipe nobody reads any more).  tfalloc's own profile or message must never
+ * kill the program, so both are blocked around the write, and the one the
+ * write raised is taken back (the kernel queues it on this thread, which
+ * sigtimedwait looks at first), unless one was pending already.
+ */
+static void
+take_back(int sig, const sigset_t *old, const sigset_t *pending_before)
+{
+	sigset_t one;
+	const struct timespec now = { 0, 0 };
+
+	/* Unblocked before, nothing could be pending: it would have been delivered. */
+	if (sigismember(old, sig) && sigismember(pending_before, sig))
+		return;
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	while (sigtimedwait(&one, NULL, &now) < 0 && errno == EINTR)
+		;
+}
+
 int
 tfa_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
+	sigset_t quiet, old, pending;
+	int err = 0, saved;
 
+	sigemptyset(&quiet);
+	sigaddset(&quiet, SIGXFSZ);
+	sigaddset(&quiet, SIGPIPE);
+	sigemptyset(&pending);
+	bool blocked = pthread_sigmask(SIG_BLOCK, &quiet, &old) == 0;
+	if (blocked && (sigismember(&old, SIGXFSZ) || sigismember(&old, SIGPIPE)))
+		(void)sigpending(&pending);
 	while (len > 0) {
 		ssize_t n = write(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			err = -errno;
+			break;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
-	return 0;
+	if (blocked) {
+		saved = errno;
+		if (err == -EFBIG)
+			take_back(SIGXFSZ, &old, &pending);
+		else if (err == -EPIPE)
+			take_back(SIGPIPE, &old, &pending);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		errno = saved;
+	}
+	return err;
 }
 
 /*

@@ -303,7 +303,7 @@ tfa_options_describe(void (*fn)(void *ctx, const char *line), void *ctx)
 #define TFA_OPT_DEFSTR_size(def) #def
 #define TFA_OPT_DEFSTR_uint(def) #def
 #define TFA_OPT_DESCRIBE(NAME, field, type, def, help)                                          \
-	tfa_snprintf(line, sizeof(line), "%-24s %-5s %-9s %s", PREFIX #NAME, #type,              \
+	tfa_snprintf(line, sizeof(line), "%-25s %-5s %-9s %s", PREFIX #NAME, #type,              \
 		     *(TFA_OPT_DEFSTR_##type(def)) == '\0' ? "(empty)" : TFA_OPT_DEFSTR_##type(def), \
 		     help);                                                                      \
 	fn(ctx, line);

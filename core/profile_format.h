@@ -130,6 +130,7 @@ enum tfa_prof_end_reason_e {
 
 #define TFA_PROC_FLAG_FORKED    (1u << 0) /* a fork child: inherited its parent's heap */
 #define TFA_PROC_FLAG_DEGRADED  (1u << 1) /* the shim ran out of memory and stopped recording */
+#define TFA_PROC_FLAG_STACKS_LOST (1u << 2) /* no memory for new call stacks: later ones are missing */
 
 enum tfa_prof_device_field_e {
 	TFA_DEV_NUM_ALLOCS = 0,

@@ -1681,7 +1681,10 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_pw_u64(w, now_ns());
 	tfa_pw_u32(w, end_reason);
 	tfa_pw_u32(w, (uint32_t)exit_code);
-	tfa_pw_u32(w, proc.flags | (cpu_tracker.degraded ? TFA_PROC_FLAG_DEGRADED : 0));
+	tfa_pw_u32(w, proc.flags | (cpu_tracker.degraded ? TFA_PROC_FLAG_DEGRADED : 0)
+			      | (__atomic_load_n(&tfa_process_stacks.starved, __ATOMIC_RELAXED)
+					 ? TFA_PROC_FLAG_STACKS_LOST
+					 : 0));
 	tfa_pw_str(w, proc.command);
 	tfa_pw_str(w, proc.exe);
 	tfa_pw_str(w, proc.comm);

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "core/arena.h"
+#include "core/log.h"
 #include "core/thread.h"
 
 tfa_stack_table_t tfa_process_stacks;
@@ -230,6 +231,7 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 	bool locked = !tfa_tls.holds_all_locks;
 	int saved_errno = errno; /* mmap and madvise failures are not the caller's */
 	uint32_t id = 0;
+	bool no_memory = false;
 
 	if (locked)
 		tfa_lock(&t->lock);
@@ -240,8 +242,10 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 			goto out_unlock;
 		}
 	}
-	if (t->count >= TFA_STACK_ID_MAX || (t->limit != 0 && t->count >= t->limit)
-	    || !index_make_room(t))
+	if (t->count >= TFA_STACK_ID_MAX || (t->limit != 0 && t->count >= t->limit))
+		goto out_unlock;
+	no_memory = true;
+	if (!index_make_room(t))
 		goto out_unlock;
 	const tfa_stack_rec_t **slot = dir_slot(t, t->count + 1);
 	if (slot == NULL)
@@ -249,6 +253,7 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 	tfa_stack_rec_t *rec = rec_alloc(t, sizeof(*rec) + depth * sizeof(uintptr_t));
 	if (rec == NULL)
 		goto out_unlock;
+	no_memory = false;
 
 	id = t->count + 1;
 	rec->id = id;
@@ -261,6 +266,12 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 out_unlock:
 	if (locked)
 		tfa_unlock(&t->lock);
+	if (tfa_unlikely(no_memory)) {
+		/* The profile says so (TFA_PROC_FLAG_STACKS_LOST), and one line, outside the lock. */
+		__atomic_store_n(&t->starved, true, __ATOMIC_RELAXED);
+		TFA_LOG_ONCE("out of memory for the stack table: new call stacks are not recorded "
+			     "from here on (allocations still are); the program continues");
+	}
 	errno = saved_errno;
 	return id;
 }

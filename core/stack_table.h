@@ -74,6 +74,7 @@ typedef struct tfa_stack_table_s {
 	void *chunks;  /* every chunk, linked through its first word */
 	size_t mapped; /* bytes mapped for the table; read without the lock */
 	uint32_t limit; /* ids past this are not handed out; 0: TFA_STACK_ID_MAX */
+	bool starved;   /* a new stack found no memory: stacks are missing from here on */
 	tfa_stack_slot_t *indexes[TFA_STACK_INDEX_LG_MAX + 1]; /* each one mapped, by lg_cap */
 	const tfa_stack_rec_t **dir[TFA_STACK_DIR_LEAVES];
 } tfa_stack_table_t;

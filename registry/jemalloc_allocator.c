@@ -14,7 +14,9 @@
  */
 #include <dlfcn.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "core/log.h"
 #include "core/thread.h"
 #include "registry/jemalloc_fast.h"
 #include "registry/registry.h"
@@ -183,6 +185,29 @@ tfa_jemalloc_is_private(const tfa_allocator_t *a)
 	return a == &jemalloc_allocator && je.malloc == tfa_je_malloc;
 }
 
+/*
+ * Address space jemalloc's start-up must be able to map.  jemalloc 5.3 does
+ * not survive an mmap that fails while it starts: its thread cache is left
+ * without its bins and the first mallocx dereferences NULL (a process under
+ * RLIMIT_AS of 14 to 19.5 MiB crashed in tfa_shim_init; without tfalloc it ran).
+ * It maps between 6 and 8 MiB there (measured: a probe of 6 MiB still let it
+ * crash, 8 MiB did not); 12 MiB leaves room for other builds of it.
+ */
+#define JEMALLOC_START_MIB 12
+#define JEMALLOC_START_HEADROOM ((size_t)JEMALLOC_START_MIB << 20)
+
+static bool
+jemalloc_can_start(void)
+{
+	void *p = mmap(NULL, JEMALLOC_START_HEADROOM, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return false;
+	munmap(p, JEMALLOC_START_HEADROOM);
+	return true;
+}
+
 static tfa_allocator_t *
 jemalloc_create(int ordinal)
 {
@@ -192,8 +217,15 @@ jemalloc_create(int ordinal)
 		return NULL;
 	/* dlopen allocates; and the first mallocx initialises jemalloc. */
 	tfa_guard_enter();
-	if (!program_api(&api))
+	if (!program_api(&api)) {
+		if (!jemalloc_can_start()) {
+			tfa_guard_exit();
+			TFA_LOG_ONCE("jemalloc cannot start: %d MiB of address space cannot be mapped "
+				     "(RLIMIT_AS?); using glibc", JEMALLOC_START_MIB);
+			return NULL;
+		}
 		api = private_api;
+	}
 	void *warm = api.mallocx(1, 0);
 	if (warm != NULL)
 		api.dallocx(warm, 0);

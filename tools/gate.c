@@ -678,6 +678,21 @@ write_sarif(const struct gate *gt, const char *path)
 /* ---- the gate ------------------------------------------------------------------------------ */
 
 int
+tfa_gate_check_suppressions(const tfa_gate_opts_t *g)
+{
+	struct gate gt = { .g = g };
+
+	for (size_t i = 0; i < g->nsuppressions; i++)
+		gate_read_suppressions(&gt, g->suppressions[i]);
+	for (size_t i = 0; i < gt.nrules; i++) {
+		free(gt.rules[i].pattern);
+		free(gt.rules[i].where);
+	}
+	free(gt.rules);
+	return gt.bad_input || gt.oom ? -1 : 0;
+}
+
+int
 tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 {
 	struct gate gt = { .g = g };

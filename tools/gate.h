@@ -43,6 +43,12 @@ void tfa_gate_opts_init(tfa_gate_opts_t *g);
 int tfa_gate_parse_kinds(const char *list, unsigned *kinds);
 
 /*
+ * Reads the suppression files before the command runs: a missing file or a
+ * bad line is said (FILE:LINE) then, not after a long run.  0 or -1.
+ */
+int tfa_gate_check_suppressions(const tfa_gate_opts_t *g);
+
+/*
  * Gates the profiles in dir after the command ended with status cmd_status
  * (as tfalloc run returns it).  Returns the run's exit status: cmd_status
  * when the command failed; else g->exitcode when the gate failed, else 0.

@@ -587,6 +587,7 @@ tfa_html_process(tfa_html_t *h, const tfa_profile_t *p, const char *file,
 	}
 	tfa_json_kv_bool(j, "forked", (p->flags & TFA_PROC_FLAG_FORKED) != 0);
 	tfa_json_kv_bool(j, "degraded", (p->flags & TFA_PROC_FLAG_DEGRADED) != 0);
+	tfa_json_kv_bool(j, "stacks_lost", (p->flags & TFA_PROC_FLAG_STACKS_LOST) != 0);
 	snprintf(num, sizeof(num), "%" PRIu64, p->start_ns);
 	tfa_json_kv_string(j, "start_ns", num);
 	tfa_json_key(j, "duration_ns");

@@ -577,6 +577,9 @@ tfa_cmd_snapshot(int argc, char **argv)
 	}
 	if (pid_arg == NULL)
 		return live_usage_error("snapshot", "which process? give its PID");
+	/* Said before the process is asked, as report does, not after it wrote. */
+	if (out != NULL && out[0] == '\0')
+		return live_usage_error("snapshot", "option -o needs a file name");
 	int rc = target_open(&t, "snapshot", pid_arg);
 	if (rc != 0)
 		return rc;

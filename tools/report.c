@@ -593,6 +593,7 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_i64(j, "exit_code", p->exit_code);
 	tfa_json_kv_bool(j, "forked", (p->flags & TFA_PROC_FLAG_FORKED) != 0);
 	tfa_json_kv_bool(j, "degraded", (p->flags & TFA_PROC_FLAG_DEGRADED) != 0);
+	tfa_json_kv_bool(j, "stacks_lost", (p->flags & TFA_PROC_FLAG_STACKS_LOST) != 0);
 	tfa_json_kv_u64(j, "flags", p->flags);
 	report_seconds(num, sizeof(num), p->start_ns);
 	tfa_json_key(j, "start_time");
@@ -1413,6 +1414,10 @@ text_process(FILE *f, struct report_entry *e)
 	if (p->flags & TFA_PROC_FLAG_DEGRADED)
 		fputs("  note:       the shim ran out of memory and stopped recording: figures are "
 		      "partial\n",
+		      f);
+	if (p->flags & TFA_PROC_FLAG_STACKS_LOST)
+		fputs("  note:       the shim ran out of memory for call stacks: later new stacks are "
+		      "missing (their allocations show under no stack)\n",
 		      f);
 	text_stacks_config(f, p);
 	for (size_t i = 0; i < p->ndevices; i++)

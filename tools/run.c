@@ -314,18 +314,22 @@ run_find_library(char **lib)
 	char *slash;
 
 	if (env != NULL && env[0] != '\0') {
+		/* The value as the line shows it: a path of 100 kB is no message. */
+		int shown = 256;
+		const char *more = strlen(env) > (size_t)shown ? "..." : "";
+
 		if (env[0] != '/') {
-			run_fail("TFALLOC_LIBRARY=%s: not an absolute path", env);
+			run_fail("TFALLOC_LIBRARY=%.*s%s: not an absolute path", shown, env, more);
 			return -1;
 		}
 		if (stat(env, &st) < 0) {
-			run_fail("TFALLOC_LIBRARY=%s: %s; the command was not run", env,
+			run_fail("TFALLOC_LIBRARY=%.*s%s: %s; the command was not run", shown, env, more,
 			         strerror(errno));
 			return -1;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			run_fail("TFALLOC_LIBRARY=%s: not a regular file; the command was not run",
-			         env);
+			run_fail("TFALLOC_LIBRARY=%.*s%s: not a regular file; the command was not run",
+			         shown, env, more);
 			return -1;
 		}
 		*lib = strdup(env);
@@ -839,6 +843,11 @@ tfa_cmd_run(int argc, char **argv)
 		return rc > 0 ? 0 : TFA_EXIT_RUN_FAILED;
 	if (run_find_library(&lib) < 0)
 		return TFA_EXIT_RUN_FAILED;
+	/* The line says what is wrong; 125 says the command did not run. */
+	if (o.gate.enabled && tfa_gate_check_suppressions(&o.gate) != 0) {
+		free(lib);
+		return TFA_EXIT_RUN_FAILED;
+	}
 
 	prog = run_search_path(o.cmd[0]);
 	if (prog != NULL)
@@ -855,6 +864,13 @@ tfa_cmd_run(int argc, char **argv)
 		goto out_free;
 	}
 	rc = run_command(o.cmd, &ran);
+	/*
+	 * From here the status is CMD's (or the gate's): tfalloc's own lines and
+	 * reports must not turn it into a death by a full quota (see main) or by
+	 * a stderr nobody reads any more (`tfalloc run -- make 2>&1 | head`).
+	 */
+	signal(SIGXFSZ, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
 	if (ran && !o.quiet && !run_env_true("TFALLOC_QUIET")) {
 		fprintf(stderr, "tfalloc: %u profile(s) in %s; read them with: tfalloc report ",
 		        run_count_profiles(dir), dir);

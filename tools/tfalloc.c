@@ -5,6 +5,9 @@
  */
 #include "tools/tfalloc.h"
 
+#include "core/options.h"
+
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,10 +28,31 @@ usage(FILE *f)
 	      "  top [-d SECONDS] [-n COUNT] PID    live figures of a running process, per device\n"
 	      "                                     and per resource, refreshed every second\n"
 	      "  help [COMMAND]                     this help, or the help of COMMAND\n"
+	      "  help env, --help-env               the environment variables libtfalloc.so reads\n"
 	      "  --version                          the version of tfalloc\n"
 	      "\n"
 	      "Run 'tfalloc help COMMAND' for the options of a command.\n",
 	      f);
+}
+
+static void
+print_line(void *ctx, const char *line)
+{
+	fprintf(ctx, "%s\n", line);
+}
+
+/* The shim's messages about unknown TFALLOC_* variables send people here. */
+static int
+help_env(void)
+{
+	printf("Environment variables of libtfalloc.so (a bad value gives the default, said in\n"
+	       "one line on stderr; sizes take a K, M, G or T suffix):\n\n");
+	printf("%-25s %-5s %-9s %s\n", "VARIABLE", "TYPE", "DEFAULT", "MEANING");
+	tfa_options_describe(print_line, stdout);
+	printf("%-25s %-5s %-9s %s\n", "TFALLOC_LIBRARY", "path", "(beside)",
+	       "the shim tfalloc run preloads (tfalloc run only; default "
+	       "<directory of tfalloc>/../lib/libtfalloc.so)");
+	return 0;
 }
 
 static int
@@ -38,6 +62,8 @@ help(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (strcmp(argv[1], "env") == 0)
+		return help_env();
 	if (strcmp(argv[1], "run") == 0) {
 		tfa_run_usage(stdout);
 		return 0;
@@ -54,7 +80,7 @@ help(int argc, char **argv)
 		tfa_top_usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "tfalloc: help: unknown command '%s' (commands: run, report, snapshot, top)\n",
+	fprintf(stderr, "tfalloc: help: unknown command '%s' (commands: run, report, snapshot, top, env)\n",
 		argv[1]);
 	return TFA_EXIT_USAGE;
 }
@@ -69,6 +95,14 @@ main(int argc, char **argv)
 		return TFA_EXIT_USAGE;
 	}
 	cmd = argv[1];
+	/*
+	 * A write past RLIMIT_FSIZE (a full quota, `ulimit -f`) raises SIGXFSZ,
+	 * which would kill tfalloc without a word: ignored, the write fails with
+	 * EFBIG and the tool says so.  `run` ignores it only once the command has
+	 * ended: the command inherits ignored signals through exec.
+	 */
+	if (strcmp(cmd, "run") != 0)
+		signal(SIGXFSZ, SIG_IGN);
 	if (strcmp(cmd, "run") == 0)
 		return tfa_cmd_run(argc - 1, argv + 1);
 	if (strcmp(cmd, "report") == 0)
@@ -77,6 +111,8 @@ main(int argc, char **argv)
 		return tfa_cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(cmd, "top") == 0)
 		return tfa_cmd_top(argc - 1, argv + 1);
+	if (strcmp(cmd, "--help-env") == 0)
+		return help_env();
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
 		return help(argc - 1, argv + 1);
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {

@@ -98,10 +98,14 @@ def case_suppressions(ctx):
     anchored = supp("anchored", "leak:^alloc\nleak:config$\n")
     gate(ctx, [path], ALL + ["--suppressions", anchored], 23, "anchored patterns that match nothing")
     bad = supp("bad", "leak:config_alloc\ncalled_from_lib:x\n")
-    r = gate(ctx, [path], ALL + ["--suppressions", bad], 23, "a bad suppression file")
-    T.check("tfalloc: leak gate: %s:2: not a suppression: expected leak:PATTERN" % bad in r.err, r.err)
-    r = gate(ctx, [path], ALL + ["--suppressions", os.path.join(d, "missing")], 23, "a missing file")
-    T.check("No such file or directory" in r.err, r.err)
+    # Said before the command runs (125, as any bad option), not after a long run.
+    r = gate(ctx, [path], ALL + ["--suppressions", bad], 125, "a bad suppression file")
+    T.check_eq(r.err, "tfalloc: leak gate: %s:2: not a suppression: expected leak:PATTERN (at most 512 bytes)\n"
+               % bad, "stderr")
+    T.check_eq((r.out, os.listdir(r.outdir)), ("", []), "output and profiles of a command that must not run")
+    missing = os.path.join(d, "missing")
+    r = gate(ctx, [path], ALL + ["--suppressions", missing], 125, "a missing file")
+    T.check_eq(r.err, "tfalloc: leak gate: suppressions %s: No such file or directory\n" % missing, "stderr")
 
 
 def case_program_failed(ctx):

@@ -42,6 +42,11 @@ class Failure(Exception):
     """The behaviour under test is wrong."""
 
 
+class Skip(Exception):
+    """The machine cannot run the case (e.g. mount is refused in a container):
+    main() exits 77, CTest's SKIP_RETURN_CODE."""
+
+
 # ---- assertions ------------------------------------------------------------
 
 
@@ -472,6 +477,10 @@ def main(cases):
     t0 = time.monotonic()
     try:
         cases[args.case](ctx)
+    except Skip as e:
+        ctx.cleanup()
+        print("SKIP [%s, allocator %s]: %s" % (args.case, args.allocator, e))
+        sys.exit(77)
     except Failure as e:
         print("FAIL [%s, allocator %s]: %s" % (args.case, args.allocator, e))
         if ctx.tmpdirs:

@@ -11,6 +11,10 @@
  *              second signal then kills
  *   query      the program checks what sigaction and signal() report back
  *              (its own handlers, not tfalloc's), then as "handler"
+ *   abort      calls abort()
+ *   fault      stores through a NULL pointer (a real SIGSEGV)
+ *   _exit      calls _exit(7)
+ * (these three print "ENDING how" and ignore argv[1]).
  * "baseline" does nothing.
  */
 #include <signal.h>
@@ -18,6 +22,7 @@
 #include "tp_common.h"
 
 static volatile sig_atomic_t handled;
+static void *volatile tp_null;
 
 static void
 on_signal(int sig)
@@ -59,6 +64,17 @@ main(int argc, char **argv)
 	TP_CHECK(c != NULL, "malloc");
 	free(c);
 	const char *how = argc > 2 ? argv[2] : "";
+	/* The other ways out: none of them returns. */
+	if (strcmp(how, "abort") == 0) {
+		tp_out("ENDING abort\n");
+		abort();
+	} else if (strcmp(how, "fault") == 0) {
+		tp_out("ENDING fault\n");
+		*(volatile int *)tp_null = 1; /* a real SIGSEGV, from the MMU */
+	} else if (strcmp(how, "_exit") == 0) {
+		tp_out("ENDING _exit\n");
+		_exit(7);
+	}
 	if (strcmp(how, "dfl") == 0) {
 		struct sigaction dfl;
 		memset(&dfl, 0, sizeof(dfl));

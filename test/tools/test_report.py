@@ -128,7 +128,7 @@ def case_json_single():
     want = {
         "pid": 4242, "ppid": 1, "command": "prog --n 3", "exe": "/usr/bin/prog", "comm": "prog",
         "file": path, "complete": True, "end_reason": "exit", "exit_code": 0,
-        "forked": False, "degraded": False, "flags": 0,
+        "forked": False, "degraded": False, "stacks_lost": False, "flags": 0,
         "start_time": 1700000000.25, "duration": 1.5,
         "start_ns": 1700000000_250000000, "end_ns": 1700000001_750000000,
         "tfalloc_version": "0.1.0", "format_version": 1,

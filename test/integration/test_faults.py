@@ -1,0 +1,435 @@
+# SPDX-License-Identifier: MIT
+"""Faults injected for real: memory that cannot be had, a file system that
+refuses the profile, a hostile output directory, and how a process ends.
+
+Cases:
+  shim_memory   tp_nomem shim lowers its own RLIMIT_AS once the backend holds
+                the memory it will need: tfalloc's pointer table cannot grow.
+                The program prints what it prints without tfalloc and exits
+                0; stderr holds exactly one line (recording stopped); the
+                profile is complete and flagged degraded, and the text report
+                says recording stopped
+  shim_stacks   the same for the stack table: tp_nomem stacks 16 allocates
+                (and frees at once) from 65536 distinct call stacks after
+                the limit: the program unaffected, one line (new call stacks
+                not recorded), every allocation still counted, the profile
+                flagged stacks_lost (the text report says so); before, the
+                stacks were dropped without a word
+  start_memory  tp_leaks under RLIMIT_AS of 8 to 40 MiB (prlimit --as), so
+                that memory runs out while the shim and jemalloc start: never
+                killed by a signal (jemalloc's start-up crashed on a failed
+                mmap, status -11 at 14 to 19 MiB); either the same output as
+                without tfalloc or the program's own out-of-memory check
+                (status 90) or the loader's refusal (127); the line saying
+                jemalloc could not start is the only other line
+  backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
+                impossible ones fail as without tfalloc (NULL and ENOMEM,
+                std::bad_alloc), what fits still succeeds and the report
+                counts exactly what succeeded; not degraded
+  fsize         RLIMIT_FSIZE below the profile's size (prlimit --fsize): the
+                write fails with EFBIG, and the SIGXFSZ the kernel sends must
+                not kill the program (it did: status -25); one line saying
+                "File too large"; the same for snapshots every millisecond,
+                and for tfalloc report -o under the limit
+  broken_pipe   stderr a pipe nobody reads: tfalloc's lines there (the
+                summary, failing snapshots) raise SIGPIPE, which must not
+                kill the program (it did: status -13, with
+                TFALLOC_CATCH_SIGNALS=0 at the summary, and by the failing
+                snapshots' line deferred to the next allocation); tfalloc
+                run's status stays the command's (or the gate's: 23) when
+                its own closing lines meet the broken pipe (it was -13)
+  full_disk     a full tmpfs (mounted in a private mount namespace; skipped
+                where mount is refused) as the output directory: one line
+                "No space left on device", the program unaffected;
+                tfalloc report -o /dev/full: one line, status 1
+  output_dir    the output directory missing, a read-only file system
+                (tmpfs mounted ro; skipped where mount is refused), a file:
+                one line naming the path, output and status unchanged
+  symlink       symlinks planted, by another user, where the profile and its
+                temporary file will go, in a sticky world-writable directory:
+                the files they point to are untouched, the profile is a
+                regular file of mode 0600 under another name and reads back
+  exit_paths    how a process ends, each leaving a profile that says so:
+                abort() (signal 6), a real SIGSEGV (a store through NULL,
+                signal 11), _exit(7) from main
+  control_user  tfalloc snapshot of a process of another user, by a third
+                user: refused in one line, status 1, the process unaffected;
+                then the answers' directory of the process's user squatted
+                by another user (a directory of daemon's, mode 0777; a
+                symlink): the owner's own request is refused in one line,
+                nothing is written there, the process unaffected
+"""
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfa_test as T  # noqa: E402
+
+NOBODY = 65534
+
+
+def stderr_lines(r, what, n=1):
+    lines = r.err_lines()
+    T.check(len(lines) == n, "%s: expected %d line(s) on stderr, got %d\n%s" % (what, n, len(lines), r.describe()))
+    return lines
+
+
+def run_preloaded(ctx, prefix, argv, env=None, outdir=None, cwd=None):
+    """prefix + argv where only argv runs under the shim (prlimit, setpriv
+    and the shell that execs argv do not: they would leave profiles and
+    messages of their own)."""
+    if outdir is None:
+        outdir = ctx.mkdtemp("out")
+    extra = {"TFA_LIB": ctx.lib, "TFALLOC_OUTPUT": outdir, "TFALLOC_QUIET": "1"}
+    extra.update(env or {})
+    cmd = list(prefix) + ["sh", "-c", 'export LD_PRELOAD="$TFA_LIB"; exec "$@"', "sh"] + list(argv)
+    return ctx._run(cmd, ctx.env(extra), None, 120, "LD_PRELOAD", outdir, cwd=cwd)
+
+
+# ---- memory -----------------------------------------------------------------
+
+
+def case_shim_memory(ctx):
+    argv = [ctx.prog("tp_nomem"), "shim", "300000"]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, 0, "tp_nomem shim without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem shim")
+    T.same_output(plain, r, "tp_nomem shim")
+    line = stderr_lines(r, "tp_nomem shim")[0]
+    T.check("stops recording" in line and "the program continues" in line,
+            "the line does not say recording stopped: " + line)
+    proc = T.only_process(rep, "tp_nomem shim")
+    T.check_exited(proc, 0)
+    T.check_eq(proc.get("degraded"), True, "degraded")
+    # What was recorded before is there; the 300000 blocks after are not all.
+    T.check_range(T.device(proc)["num_allocs"], 1000, 299999, "allocations recorded")
+    text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
+    T.check_eq(text.returncode, 0, "text report\n" + text.describe())
+    T.check("stopped recording" in text.out, "the text report does not say recording stopped:\n" + text.out[:1500])
+
+
+def case_shim_stacks(ctx):
+    argv = [ctx.prog("tp_nomem"), "stacks", "16"]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, 0, "tp_nomem stacks without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem stacks")
+    T.same_output(plain, r, "tp_nomem stacks")
+    line = stderr_lines(r, "tp_nomem stacks")[0]
+    T.check("new call stacks are not recorded" in line, "the line: " + line)
+    proc = T.only_process(rep, "tp_nomem stacks")
+    T.check_exited(proc, 0)
+    T.check_eq((proc.get("degraded"), proc.get("stacks_lost")), (False, True), "degraded, stacks_lost")
+    T.check_ge(T.device(proc)["num_allocs"], 1 << 16, "allocations counted")
+    T.check_range(proc["stacks"]["distinct"], 1, (1 << 16) - 1, "distinct stacks recorded")
+    text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
+    T.check("ran out of memory for call stacks" in text.out, "the text report:\n" + text.out[:1500])
+
+
+def case_start_memory(ctx):
+    argv = [ctx.prog("tp_leaks")]
+    plain = ctx.run_plain(argv)
+    fell_back = 0
+    for mib in range(8, 41):
+        r = run_preloaded(ctx, ["prlimit", "--as=%d" % (mib << 20), "--"], argv)
+        what = "tp_leaks under RLIMIT_AS of %d MiB" % mib
+        T.check(r.returncode in (plain.returncode, 90, 127),
+                "%s: exit status %s (plain %s)\n%s" % (what, r.returncode, plain.returncode, r.describe()))
+        if r.returncode == plain.returncode:
+            T.same_output(plain, r, what)
+        for line in r.err_lines():
+            T.check("jemalloc cannot start" in line or "check failed" in line or "libunwind" in line
+                    or "stops recording" in line or "new call stacks are not recorded" in line
+                    or "cannot be preloaded" in line or "error while loading" in line,
+                    "%s: unexpected line: %s" % (what, line))
+        fell_back += "jemalloc cannot start" in r.err
+    T.check(fell_back > 0, "no limit made jemalloc's start-up fall back to glibc")
+
+
+def case_backend_enomem(ctx):
+    path = ctx.prog("tp_nomem")
+    plain = ctx.run_plain([path, "backend"])
+    T.check_eq(plain.returncode, 0, "tp_nomem backend without tfalloc\n" + plain.describe())
+    T.check("malloc 256M: NULL ENOMEM" in plain.out, "without tfalloc:\n" + plain.describe())
+    r, rep = ctx.run_and_report([path, "backend"], via="preload", what="tp_nomem backend")
+    T.same_output(plain, r, "tp_nomem backend")
+    T.check_eq(r.err, "", "stderr")
+    proc = T.only_process(rep, "tp_nomem backend")
+    T.check_exited(proc, 0)
+    T.check_eq(proc.get("degraded"), False, "degraded")
+    T.check_consistent(proc, allocator=ctx.allocator)
+    throws = int(T.parse_lines(r, "THROWS")[0][0])
+    base = ctx.baseline("tp_nomem", via="preload")
+    T.check_ledger(proc, base, T.parse_ledger(r),
+                   slack={"num_allocs": throws, "num_frees": throws, "total_bytes": throws * 1024,
+                          "peak_bytes_in_use": 1024})
+
+
+# ---- the file system --------------------------------------------------------
+
+
+def case_fsize(ctx):
+    # tp_sites' profile (its stacks, modules and sites) is about 2 KiB.
+    prlimit = ["prlimit", "--fsize=1024", "--"]
+    argv = [ctx.prog("tp_sites")]
+    plain = ctx.run_plain(argv)
+    r = run_preloaded(ctx, prlimit, argv)
+    T.same_output(plain, r, "tp_sites under RLIMIT_FSIZE")
+    line = stderr_lines(r, "tp_sites under RLIMIT_FSIZE")[0]
+    T.check("no profile: cannot write" in line and "File too large" in line, "the line: " + line)
+
+    # Snapshots that fail every millisecond: said once, the program unaffected.
+    argv = [ctx.prog("tp_sites"), "errno", "200000"]
+    plain = ctx.run_plain(argv)
+    r = run_preloaded(ctx, prlimit, argv, env={"TFALLOC_FLUSH_INTERVAL_MS": "1"})
+    T.same_output(plain, r, "tp_sites errno under RLIMIT_FSIZE, snapshots every ms")
+    line = stderr_lines(r, "failing snapshots")[0]
+    T.check("File too large" in line, "the line: " + line)
+
+    # The tool: a usable message and status, not death by SIGXFSZ.
+    out = ctx.mkdtemp("prof")
+    ctx.run_preload([ctx.prog("tp_sites")], outdir=out)
+    for fmt in ("text", "html"):
+        dest = os.path.join(ctx.scratch, "report." + fmt)
+        r = ctx._run(prlimit + [ctx.tool, "report", "--format", fmt, "-o", dest, out], ctx.env(), None, 60,
+                     "report")
+        T.check_eq(r.returncode, 1, "tfalloc report --format %s -o under RLIMIT_FSIZE: status\n%s"
+                   % (fmt, r.describe()))
+        T.check_eq(r.err, "tfalloc: report: %s: File too large\n" % dest, "tfalloc report's message")
+
+
+def status_with_broken_stderr(ctx, argv, env):
+    """argv's exit status with stdout to /dev/null and stderr a pipe whose
+    reading end is closed before it starts."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+                           env=ctx.env(env), cwd=ctx.scratch, timeout=120)
+    finally:
+        os.close(w)
+    return p.returncode
+
+
+def case_broken_pipe(ctx):
+    out = ctx.mkdtemp("out")
+    missing = os.path.join(ctx.scratch, "no", "such")
+    shim = {"LD_PRELOAD": ctx.lib, "TFALLOC_OUTPUT": out}
+    for argv, env in (([ctx.prog("tp_leaks")], {}),
+                      ([ctx.prog("tp_leaks")], {"TFALLOC_CATCH_SIGNALS": "0"}),
+                      ([ctx.prog("tp_sites"), "errno", "200000"],
+                       {"TFALLOC_OUTPUT": missing, "TFALLOC_FLUSH_INTERVAL_MS": "1", "TFALLOC_QUIET": "1"})):
+        what = "%s with %s, stderr a broken pipe" % (" ".join(os.path.basename(a) for a in argv), env)
+        plain = status_with_broken_stderr(ctx, argv, {})
+        T.check_eq(plain, 0, what + ": status without tfalloc")
+        T.check_eq(status_with_broken_stderr(ctx, argv, dict(shim, **env)), plain, what + ": status under tfalloc")
+    # tfalloc run's status is the command's (or the gate's), also when its closing lines go nowhere.
+    for args, status in ((["--output", out, "--", ctx.prog("tp_leaks")], 0),
+                         (["--quiet", "--output", out, "--leak-gate", "--", ctx.prog("tp_sites")], 23)):
+        T.check_eq(status_with_broken_stderr(ctx, [ctx.tool, "run"] + args, {}), status,
+                   "tfalloc run %s, stderr a broken pipe: status" % " ".join(args[:-2]))
+
+
+def private_mount_ok(ctx, opts):
+    """Whether this machine lets us mount a tmpfs in a mount namespace of our own."""
+    d = ctx.mkdtemp("probe")
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "-o", opts,
+                        "tmpfs", d], capture_output=True)
+    return p.returncode == 0
+
+
+def run_on_tmpfs(ctx, opts, argv, prepare="", env=None):
+    """argv under the shim, its output directory a tmpfs mounted with opts in
+    a mount namespace of its own (gone with the process).  prepare: shell
+    commands run there first, with $D the directory.  Only argv runs under
+    the shim."""
+    if not private_mount_ok(ctx, opts):
+        raise T.Skip("cannot mount a tmpfs in a private mount namespace here")
+    d = ctx.mkdtemp("mnt")
+    script = ('mount -t tmpfs -o "$TFA_OPTS" tmpfs "$D" || exit 99\n%s\n'
+              'export LD_PRELOAD="$TFA_LIB"\nexec "$@"\n' % prepare)
+    extra = {"D": d, "TFA_OPTS": opts, "TFA_LIB": ctx.lib, "TFALLOC_OUTPUT": d, "TFALLOC_QUIET": "1"}
+    extra.update(env or {})
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"] + list(argv)
+    r = ctx._run(cmd, ctx.env(extra), None, 120, "tmpfs", d)
+    T.check(r.returncode != 99, "mount failed in the namespace\n" + r.describe())
+    return r, d
+
+
+def case_full_disk(ctx):
+    fill = 'dd if=/dev/zero of="$D/fill" bs=4k 2>/dev/null; true'
+    for argv, env in (([ctx.prog("tp_sites")], {}),
+                      ([ctx.prog("tp_sites"), "errno", "200000"], {"TFALLOC_FLUSH_INTERVAL_MS": "1"})):
+        plain = ctx.run_plain(argv)
+        r, _ = run_on_tmpfs(ctx, "size=64k", argv, prepare=fill, env=env)
+        what = " ".join(os.path.basename(a) for a in argv) + " on a full tmpfs"
+        T.same_output(plain, r, what)
+        line = stderr_lines(r, what)[0]
+        T.check("no profile: cannot write" in line and "No space left on device" in line, "the line: " + line)
+
+    out = ctx.mkdtemp("prof")
+    ctx.run_preload([ctx.prog("tp_sites")], outdir=out)
+    for fmt in ("text", "json", "folded", "pprof", "html"):
+        r = ctx._run([ctx.tool, "report", "--format", fmt, "-o", "/dev/full", out], ctx.env(), None, 60, "report")
+        T.check_eq((r.returncode, r.err), (1, "tfalloc: report: /dev/full: No space left on device\n"),
+                   "tfalloc report --format %s -o /dev/full: status and message" % fmt)
+
+
+def case_output_dir(ctx):
+    argv = [ctx.prog("tp_leaks")]
+    plain = ctx.run_plain(argv)
+    missing = os.path.join(ctx.scratch, "no", "such")
+    afile = os.path.join(ctx.scratch, "a-file")
+    with open(afile, "w") as f:
+        f.write("x")
+    for outdir, why in ((missing, "No such file or directory"), (afile, "Not a directory")):
+        r = ctx.run_preload(argv, outdir=outdir)
+        T.same_output(plain, r, "TFALLOC_OUTPUT=" + outdir)
+        line = stderr_lines(r, "TFALLOC_OUTPUT=" + outdir)[0]
+        T.check(outdir in line and why in line, "the line does not name %s and %r: %s" % (outdir, why, line))
+    T.check(not os.path.exists(missing), "the shim created the missing directory")
+    with open(afile) as f:
+        T.check_eq(f.read(), "x", "the file given as the directory")
+
+    r, d = run_on_tmpfs(ctx, "ro,size=64k", argv)
+    T.same_output(plain, r, "a read-only output directory")
+    line = stderr_lines(r, "a read-only output directory")[0]
+    T.check(d in line and "Read-only file system" in line, "the line: " + line)
+
+
+def case_symlink(ctx):
+    shared = ctx.mkdtemp("shared")
+    os.chmod(shared, 0o1777)
+    victim = os.path.join(ctx.scratch, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.chmod(victim, 0o644)
+    argv = [ctx.prog("tp_leaks")]
+    plain = ctx.run_plain(argv)
+    # sh plants the links under its own pid, which the program keeps through
+    # exec; the links belong to another user where we can make one (root).
+    plant = ('for n in "$D/tfalloc.tp_leaks.$$.prof" "$D/tfalloc.tp_leaks.$$.prof.tmp" '
+             '"$D/tfalloc.tp_leaks.$$.1.prof.tmp"; do $AS ln -s "$V" "$n" || exit 98; done\n'
+             'echo $$ >"$PIDFILE"\nexport LD_PRELOAD="$TFA_LIB"\nexec "$@"\n')
+    as_other = "setpriv --reuid=%d --regid=%d --clear-groups" % (NOBODY, NOBODY) if os.geteuid() == 0 else ""
+    pidfile = os.path.join(ctx.scratch, "pid")
+    env = ctx.env({"D": shared, "V": victim, "AS": as_other, "PIDFILE": pidfile, "TFA_LIB": ctx.lib,
+                   "TFALLOC_OUTPUT": shared, "TFALLOC_QUIET": "1"})
+    r = ctx._run(["sh", "-c", plant, "sh"] + argv, env, None, 60, "planted", shared)
+    T.same_output(plain, r, "tp_leaks with symlinks planted")
+    T.check_eq(r.err, "", "stderr")
+    with open(victim) as f:
+        T.check_eq(f.read(), "precious\n", "the file the links point to")
+    st = os.stat(victim)
+    T.check_eq((stat.S_IMODE(st.st_mode), st.st_uid), (0o644, os.geteuid()), "mode and owner of the file")
+    with open(pidfile) as f:
+        pid = int(f.read())
+    profs = sorted(n for n in os.listdir(shared) if not os.path.islink(os.path.join(shared, n)))
+    T.check_eq(profs, ["tfalloc.tp_leaks.%d.1.prof" % pid], "files other than the planted links")
+    prof = os.path.join(shared, profs[0])
+    st = os.lstat(prof)
+    T.check(stat.S_ISREG(st.st_mode), "the profile is not a regular file")
+    T.check_eq(stat.S_IMODE(st.st_mode), 0o600, "the profile's mode")
+    T.check_exited(T.only_process(ctx.report(prof, "profile"), "profile"), 0)
+
+
+# ---- exit paths ------------------------------------------------------------
+
+
+def case_exit_paths(ctx):
+    path = ctx.prog("tp_signal")
+    for how, status, reason, code in (("abort", -6, "signal", 6), ("fault", -11, "signal", 11),
+                                      ("_exit", 7, "exit", 7)):
+        argv = [path, "0", how]
+        plain = ctx.run_plain(argv)
+        T.check_eq(plain.returncode, status, "tp_signal %s without tfalloc: status\n%s" % (how, plain.describe()))
+        r, rep = ctx.run_and_report(argv, via="preload", what="tp_signal " + how, expect_status=status)
+        T.same_output(plain, r, "tp_signal " + how)
+        proc = T.only_process(rep, "tp_signal " + how)
+        T.check_eq((proc.get("complete"), proc.get("end_reason"), proc.get("exit_code")), (True, reason, code),
+                   "tp_signal %s: complete, end_reason, exit_code" % how)
+        T.check_ge(T.device(proc)["bytes_in_use"], 4444, "tp_signal %s: bytes in use at the end" % how)
+        text = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 60, "report")
+        want = "killed by signal %d" % code if reason == "signal" else "exited with status %d" % code
+        T.check(want in text.out, "the text report does not say %r:\n%s" % (want, text.out[:800]))
+
+
+# ---- the control channel ----------------------------------------------------
+
+
+def case_control_user(ctx):
+    if os.geteuid() != 0:
+        raise T.Skip("needs root to run processes as two other users")
+    argv = [ctx.prog("tp_live"), "idle", "10", "100"]
+    out = ctx.mkdtemp("out")
+    os.chmod(out, 0o777)
+    env = ctx.env({"TFA_LIB": ctx.lib, "TFALLOC_OUTPUT": out, "TFALLOC_QUIET": "1"})
+    as_nobody = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+    p = subprocess.Popen(as_nobody + ["sh", "-c", 'export LD_PRELOAD="$TFA_LIB"; exec "$@"', "sh"] + argv,
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    try:
+        T.check(p.stdout.readline().startswith(b"READY"), "tp_live did not get ready")
+        # daemon (uid 1) asks for nobody's profile: the kernel refuses the signal.
+        as_daemon = ["setpriv", "--reuid=1", "--regid=1", "--clear-groups"]
+        r = ctx._run(as_daemon + [ctx.tool, "snapshot", str(p.pid)], ctx.env(), None, 60, "snapshot", cwd="/")
+        T.check_eq(r.returncode, 1, "tfalloc snapshot of another user's process: status\n" + r.describe())
+        stderr_lines(r, "tfalloc snapshot of another user's process")
+        T.check_eq(r.out, "", "stdout of the refused snapshot")
+        T.check_eq(os.listdir(out), [], "files written for the refused request")
+        T.check(p.poll() is None, "the process ended after the refused request")
+
+        # The answers' directory of nobody, squatted by daemon before nobody asks.
+        answers = "/tmp/tfalloc-%d" % NOBODY
+        if os.path.lexists(answers):
+            raise T.Skip("%s exists already: it is not ours to squat" % answers)
+        elsewhere = ctx.mkdtemp("elsewhere")
+        os.chown(elsewhere, NOBODY, NOBODY)
+        os.chmod(elsewhere, 0o700)
+        for how in ("dir", "symlink"):
+            try:
+                if how == "dir":
+                    os.mkdir(answers)
+                    os.chown(answers, 1, 1)
+                    os.chmod(answers, 0o777)
+                else:
+                    os.symlink(elsewhere, answers)
+                    os.lchown(answers, 1, 1)
+                r = ctx._run(as_nobody + [ctx.tool, "snapshot", "--timeout", "10", str(p.pid)], ctx.env(), None, 60,
+                             "snapshot", cwd="/")
+                what = "tfalloc snapshot with %s squatted (%s)" % (answers, how)
+                T.check_eq(r.returncode, 1, what + ": status\n" + r.describe())
+                stderr_lines(r, what)
+                T.check(answers in r.err, what + ": the line does not name the directory: " + r.err)
+                T.check_eq(os.listdir(elsewhere), [], what + ": files in the directory the link points to")
+                if how == "dir":
+                    T.check_eq(os.listdir(answers), [], what + ": files in the squatted directory")
+                T.check(p.poll() is None, what + ": the process ended")
+            finally:
+                if os.path.islink(answers) or os.path.isfile(answers):
+                    os.unlink(answers)
+                elif os.path.isdir(answers):
+                    for f in os.listdir(answers):
+                        os.unlink(os.path.join(answers, f))
+                    os.rmdir(answers)
+        T.check_eq(os.listdir(out), [], "files written for the refused requests")
+    finally:
+        o, e = p.communicate(b"", timeout=60)
+    T.check_eq(p.returncode, 0, "tp_live's status\n" + e.decode(errors="replace"))
+
+
+T.main({
+    "shim_memory": case_shim_memory,
+    "shim_stacks": case_shim_stacks,
+    "start_memory": case_start_memory,
+    "backend_enomem": case_backend_enomem,
+    "fsize": case_fsize,
+    "broken_pipe": case_broken_pipe,
+    "full_disk": case_full_disk,
+    "output_dir": case_output_dir,
+    "symlink": case_symlink,
+    "exit_paths": case_exit_paths,
+    "control_user": case_control_user,
+})
