@@ -22,6 +22,9 @@ Cases:
   kinds          tp_leak_classes: by default only definitely and indirectly lost
                  memory counts (1104 + 248 bytes); --leak-kinds chooses
   usage          bad option values: one line, exit 125
+  quiet          the processes under the gate print no summary on stderr (a
+                 test suite compares its children's stderr), unless
+                 TFALLOC_QUIET=0; tfalloc's closing line stays
 """
 import json
 import os
@@ -211,6 +214,24 @@ def case_usage(ctx):
     gate(ctx, [path], ["--leak-gate"], 0, "a program that leaks nothing")
 
 
+def case_quiet(ctx):
+    path = ctx.prog("tp_sites")
+    d = ctx.mkdtemp("quiet")
+    script = "%s 2> %s/child.err" % (path, d)
+    plain = ctx.run_plain(["/bin/sh", "-c", script])
+    T.check_eq(plain.returncode, 0, "plain run\n" + plain.describe())
+    want = open(os.path.join(d, "child.err")).read()
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, tool_args=["--leak-gate"] + ALL)
+    T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
+    T.check_eq(open(os.path.join(d, "child.err")).read(), want, "the child's stderr under the gate")
+    T.check("tfalloc[" not in r.err, "summary lines under the gate:\n" + r.err)
+    T.check(re.search(r"tfalloc: \d+ profile\(s\) in ", r.err), "the closing line:\n" + r.err)
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, tool_args=["--leak-gate"] + ALL,
+                     env={"TFALLOC_QUIET": "0"})
+    T.check(re.search(r"tfalloc\[\d+\]: tp_sites: peak", open(os.path.join(d, "child.err")).read()),
+            "TFALLOC_QUIET=0 gives the summaries back")
+
+
 T.main({
     "fails": case_fails,
     "budget": case_budget,
@@ -222,4 +243,5 @@ T.main({
     "killed": case_killed,
     "kinds": case_kinds,
     "usage": case_usage,
+    "quiet": case_quiet,
 })
