@@ -21,6 +21,9 @@
  *
  * "mmap": also a 800-byte block held only by a pointer in memory the program
  * mapped itself (anonymous mmap): reachable for memcheck (reachable 1300 in 3).
+ * "dlopen": also dlopens libz.so.1 with RTLD_GLOBAL, which makes the loader
+ * malloc a larger global scope, held by the main program's link_map (in the
+ * rest of ld.so's last page): reachable, nothing more lost.
  * "thread": also starts a thread that holds a 400-byte block in a local
  * variable and is blocked in read(2) when main exits: reachable through that
  * thread's stack (reachable 900 in 3).  "kill": the same leaks as without
@@ -29,6 +32,7 @@
  * The stack is scrubbed before exit: a word left on it by a returned call is
  * no pointer to memcheck (it is undefined there), but it is to tfalloc.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -181,6 +185,8 @@ main(int argc, char **argv)
 	TP_CHECK(held != NULL, "calloc(200)");
 	bool thread = argc > 1 && strcmp(argv[1], "thread") == 0;
 	bool mapped = argc > 1 && strcmp(argv[1], "mmap") == 0;
+	if (argc > 1 && strcmp(argv[1], "dlopen") == 0)
+		TP_CHECK(dlopen("libz.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL, "dlopen libz.so.1");
 	if (mapped) {
 		void **region = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		TP_CHECK(region != MAP_FAILED, "mmap");
