@@ -16,7 +16,8 @@ Cases:
   errors         memory errors fail the gate, --no-fail-on-errors lets them pass
   reports        --junit (a testcase per process, a failure per leak) and
                  --sarif (2.1.0, a result per leak site with file and line)
-  tree           a shell running two leaking programs: both are gated, by pid
+  tree           a shell running two leaking programs: both are gated, named by
+                 pid, and by command line in a line per failing process
   killed         a process killed by a signal: its leaks are not counted, the
                  command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
@@ -165,6 +166,11 @@ def case_tree(ctx):
     T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
     pids = set(re.findall(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes", r.err))
     T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
+    # Each failing process once more, by pid and whole command line.
+    cmds = dict(re.findall(r"tfalloc: leak gate: pid (\d+) failed: 1480 bytes in 11 blocks at 2 leak sites, "
+                           r"0 memory errors: (.*)\n", r.err))
+    T.check_eq(sorted(cmds.values()), sorted([path, path + " cache 3"]), "command lines of the failing processes")
+    T.check_eq(set(cmds), pids, "pids of the failing processes")
 
 
 def case_killed(ctx):
