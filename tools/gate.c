@@ -611,13 +611,17 @@ write_junit(const struct gate *gt, const char *path)
 	}
 	for (size_t i = 0; i < gt->nprofiles; i++)
 		failures += gt->over[i];
+	/* A testcase per gated process: an image replaced by exec is not one. */
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 	           "<testsuites name=\"tfalloc leak gate\" tests=\"%zu\" failures=\"%zu\">\n"
 	           "  <testsuite name=\"tfalloc leak gate\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n",
-	        gt->nprofiles, failures, gt->nprofiles, failures);
+	        gt->gated, failures, gt->gated, failures);
 	for (size_t i = 0; i < gt->nprofiles; i++) {
 		const tfa_profile_t *p = &gt->profiles[i];
 		char name[64];
+
+		if (p->end_reason == TFA_END_EXEC)
+			continue;
 
 		snprintf(name, sizeof(name), "pid %" PRIu32 ": ", p->pid);
 		fputs("    <testcase classname=\"tfalloc.leaks\" name=\"", f);

@@ -23,6 +23,14 @@ Cases:
   kinds          tp_leak_classes: by default only definitely and indirectly lost
                  memory counts (1104 + 248 bytes); --leak-kinds chooses
   usage          bad option values: one line, exit 125
+  glib           a real multi-process test suite: GLib's installed tests
+                 (libglib2.0-tests), a subset run by gnome-desktop-testing-runner,
+                 plain and under the gate: the same tests pass; bookmarkfile,
+                 which leaks (memcheck agrees), is the one process that fails,
+                 named by pid and command line; the runner's own leaks are
+                 suppressed by module; no false leak in the others (a dlopen
+                 with RTLD_GLOBAL, subprocess traps that compare stderr,
+                 posix_spawn, gsubprocess's pipes), none killed
   quiet          the processes under the gate print no summary on stderr (a
                  test suite compares its children's stderr), unless
                  TFALLOC_QUIET=0; tfalloc's closing line stays
@@ -220,6 +228,54 @@ def case_usage(ctx):
     gate(ctx, [path], ["--leak-gate"], 0, "a program that leaks nothing")
 
 
+GLIB_TESTS = ["bookmarkfile", "option-context", "signalgroup", "spawn-singlethread", "module-test-library",
+              "testing", "gsubprocess"]
+GLIB_DIR = "/usr/libexec/installed-tests/glib"
+
+
+def case_glib(ctx):
+    runner = "/usr/bin/gnome-desktop-testing-runner"
+    for path in (runner, os.path.join(GLIB_DIR, "bookmarkfile")):
+        T.check(os.path.exists(path), "%s is missing (scripts/setup.sh installs gnome-desktop-testing and "
+                                      "libglib2.0-tests)" % path)
+    # "glib/NAME." matches that test alone (the runner takes name prefixes).
+    argv = [runner, "-p", "2"] + ["glib/%s." % t for t in GLIB_TESTS]
+    plain = ctx.run_plain(argv, timeout=300)
+    want = sorted(l for l in plain.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+    T.check(plain.returncode == 0 and len(want) == len(GLIB_TESTS),
+            "the tests fail without the shim (status %s): %r\n%s" % (plain.returncode, want, plain.out[-3000:]))
+    d = ctx.mkdtemp("glib")
+    supp = os.path.join(d, "supp")
+    with open(supp, "w") as f:
+        f.write("# the runner's own leaks (memcheck finds them too)\nleak:*/gnome-desktop-testing-runner\n")
+    junit = os.path.join(d, "junit.xml")
+    r = ctx.run_tool(argv, quiet=False, timeout=300,
+                     tool_args=["--leak-gate", "--suppressions", supp, "--junit", junit])
+    T.check_eq(r.returncode, 23, "exit status under the gate\n" + r.describe())
+    got = sorted(l for l in r.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+    T.check_eq(got, want, "the tests' results under the gate")
+    failed = re.findall(r"tfalloc: leak gate: pid (\d+) failed: (\d+) bytes in \d+ blocks? at \d+ leak sites?, "
+                        r"0 memory errors: (.*)\n", r.err)
+    T.check_eq([(c) for _, _, c in failed], [os.path.join(GLIB_DIR, "bookmarkfile")],
+               "the failing processes, by command line:\n" + r.err[-3000:])
+    pid = failed[0][0]
+    sites = re.findall(r"tfalloc: leak: pid %s \(bookmarkfile\): \d+ bytes in \d+ blocks? \((\w+)\) at (.*)\n" % pid,
+                       r.err)
+    T.check(len(sites) > 0 and {k for k, _ in sites} <= {"definite", "indirect"}, "bookmarkfile's sites %r" % sites)
+    T.check(not any("__libc_start" in at for _, at in sites), "a site named by libc's start:\n%r" % sites)
+    T.check("tfalloc: leak: pid" not in re.sub(r"tfalloc: leak: pid %s \(bookmarkfile\)" % pid, "", r.err),
+            "leaks of other processes:\n" + r.err[-3000:])
+    m = re.search(r"tfalloc: leak gate: FAILED: 1 of (\d+) processes over the budget", r.err)
+    T.check(m is not None, "the gate's last line:\n" + r.err[-2000:])
+    # gsubprocess alone starts some 80 processes; the traps and spawns more.
+    T.check_ge(int(m.group(1)), 60, "processes gated")
+    T.check(re.search(r"suppressed: \d+ leak sites? \(.*\) by leak:\*/gnome-desktop-testing-runner", r.err),
+            "the runner's leaks suppressed:\n" + r.err[-2000:])
+    T.check("killed by a signal" not in r.err, "a process was killed:\n" + r.err[-2000:])
+    root = ET.parse(junit).getroot()
+    T.check_eq((root.get("tests"), root.get("failures")), (m.group(1), "1"), "junit totals")
+
+
 def case_quiet(ctx):
     path = ctx.prog("tp_sites")
     d = ctx.mkdtemp("quiet")
@@ -250,4 +306,5 @@ T.main({
     "kinds": case_kinds,
     "usage": case_usage,
     "quiet": case_quiet,
+    "glib": case_glib,
 })
