@@ -400,38 +400,149 @@ round_u64(double v)
  * JSON
  */
 
+/*
+ * The stacks of a JSON report are written once each, in "stack_table" after
+ * the processes; leaks, sites, errors and cleanups name theirs by index.
+ * Forked children repeat their parent's sites and leaks with the same
+ * symbolized stacks: written inline, a shell script of 56 subshells gave
+ * 507 MB of which 90% were frames.
+ */
+struct json_stacks {
+	char **text;      /* by index: "[FRAME, ...]" */
+	size_t n, cap;
+	uint32_t *slots;  /* open addressing: index + 1, 0 empty */
+	uint64_t *hashes; /* by index */
+	size_t nslots;
+	bool oom;
+};
+
+static struct json_stacks *json_stacks; /* of the report being written */
+
+static uint64_t
+json_text_hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The index of the stack text (taken over), or UINT32_MAX when memory ran out. */
+static uint32_t
+json_stacks_intern(struct json_stacks *t, char *text, size_t len)
+{
+	uint64_t h = json_text_hash(text, len);
+
+	if (2 * (t->n + 1) > t->nslots) {
+		size_t nslots = t->nslots == 0 ? 1024 : t->nslots * 2;
+		uint32_t *slots = calloc(nslots, sizeof(*slots));
+		if (slots == NULL)
+			goto oom;
+		for (size_t i = 0; i < t->n; i++) {
+			size_t k = t->hashes[i] & (nslots - 1);
+			while (slots[k] != 0)
+				k = (k + 1) & (nslots - 1);
+			slots[k] = (uint32_t)i + 1;
+		}
+		free(t->slots);
+		t->slots = slots;
+		t->nslots = nslots;
+	}
+	size_t k = h & (t->nslots - 1);
+	for (; t->slots[k] != 0; k = (k + 1) & (t->nslots - 1)) {
+		uint32_t i = t->slots[k] - 1;
+		if (t->hashes[i] == h && strcmp(t->text[i], text) == 0) {
+			free(text);
+			return i;
+		}
+	}
+	if (t->n == t->cap) {
+		size_t ncap = t->cap == 0 ? 1024 : t->cap * 2;
+		char **nt = realloc(t->text, ncap * sizeof(*nt));
+		if (nt == NULL)
+			goto oom;
+		t->text = nt;
+		uint64_t *nh = realloc(t->hashes, ncap * sizeof(*nh));
+		if (nh == NULL)
+			goto oom;
+		t->hashes = nh;
+		t->cap = ncap;
+	}
+	t->text[t->n] = text;
+	t->hashes[t->n] = h;
+	t->slots[k] = (uint32_t)t->n + 1;
+	return (uint32_t)t->n++;
+oom:
+	free(text);
+	t->oom = true;
+	return UINT32_MAX;
+}
+
+static void
+json_stacks_free(struct json_stacks *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->text[i]);
+	free(t->text);
+	free(t->hashes);
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
+static void
+json_text_kv(FILE *f, const char *key, const char *v, bool first)
+{
+	fprintf(f, "%s\"%s\": ", first ? "" : ", ", key);
+	if (v != NULL)
+		tfa_json_write_string(f, v, strlen(v));
+	else
+		fputs("null", f);
+}
+
+/* One frame as the compact objects of the JSON writer show it. */
 static void
 json_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
-	tfa_json_t *j = ctx;
+	FILE *f = ctx;
 	char buf[32];
 
-	(void)index;
-	tfa_json_begin_compact_object(j);
+	fputs(index > 0 ? ", {" : "{", f);
 	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->pc);
-	tfa_json_kv_string(j, "address", buf);
-	tfa_json_kv_string(j, "function", fr->function);
-	tfa_json_kv_string(j, "file", fr->file);
-	tfa_json_key(j, "line");
+	json_text_kv(f, "address", buf, true);
+	json_text_kv(f, "function", fr->function, false);
+	json_text_kv(f, "file", fr->file, false);
 	if (fr->line != 0)
-		tfa_json_u64(j, fr->line);
+		fprintf(f, ", \"line\": %" PRIu32, fr->line);
 	else
-		tfa_json_null(j);
-	tfa_json_kv_string(j, "module", fr->module);
+		fputs(", \"line\": null", f);
 	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->module_offset);
-	tfa_json_kv_string(j, "offset", fr->module != NULL ? buf : NULL);
-	tfa_json_kv_bool(j, "inlined", (fr->flags & TFA_SYM_INLINED) != 0);
-	tfa_json_end_object(j);
+	json_text_kv(f, "module", fr->module, false);
+	json_text_kv(f, "offset", fr->module != NULL ? buf : NULL, false);
+	fprintf(f, ", \"inlined\": %s}", (fr->flags & TFA_SYM_INLINED) != 0 ? "true" : "false");
 }
 
-/* "KEY": [frames...]; an empty array when the stack is unknown. */
+/* "KEY": the index of the stack's frames in "stack_table" (an empty list when unknown). */
 static void
 json_stack(tfa_json_t *j, struct report_entry *e, const char *key, uint32_t id)
 {
-	tfa_json_key(j, key);
-	tfa_json_begin_array(j);
-	(void)for_each_frame(e, id, json_frame, j);
-	tfa_json_end_array(j);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	uint32_t index = UINT32_MAX;
+
+	if (f != NULL) {
+		fputc('[', f);
+		(void)for_each_frame(e, id, json_frame, f);
+		fputc(']', f);
+		if (fclose(f) == 0)
+			index = json_stacks_intern(json_stacks, text, len);
+		else
+			free(text);
+	}
+	if (index == UINT32_MAX)
+		json_stacks->oom = true;
+	tfa_json_kv_u64(j, key, index);
 }
 
 static void
@@ -445,7 +556,8 @@ json_sites(tfa_json_t *j, struct report_entry *e)
 	for (size_t i = 0; rows != NULL && i < p->nsites; i++) {
 		const struct site_row *r = &rows[i];
 
-		tfa_json_begin_object(j);
+		/* One line each: a forked child lists hundreds of its parent's sites and leaks. */
+		tfa_json_begin_compact_object(j);
 		tfa_json_kv_string(j, "device", r->site->device);
 		tfa_json_kv_u64(j, "stack_id", r->site->stack_id);
 		tfa_json_kv_u64(j, "num_allocs", round_u64(r->v[TFA_SITEF_NUM_ALLOCS]));
@@ -637,7 +749,7 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	for (size_t i = 0; i < p->nleaks; i++) {
 		const tfa_profile_leak_t *l = &p->leaks[i];
 
-		tfa_json_begin_object(j);
+		tfa_json_begin_compact_object(j);
 		tfa_json_kv_string(j, "device", l->device);
 		tfa_json_kv_string(j, "kind", tfa_prof_leak_kind_name(l->kind));
 		tfa_json_kv_u64(j, "bytes", l->f[TFA_LEAKF_BYTES]);
@@ -726,10 +838,13 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_end_object(j);
 }
 
-static void
+static int
 report_json(FILE *f, struct report *r)
 {
+	struct json_stacks stacks = { 0 };
 	tfa_json_t j;
+
+	json_stacks = &stacks;
 
 	tfa_json_init(&j, f);
 	tfa_json_begin_object(&j);
@@ -738,12 +853,21 @@ report_json(FILE *f, struct report *r)
 	for (size_t i = 0; i < r->n; i++)
 		json_process(&j, &r->entries[i]);
 	tfa_json_end_array(&j);
+	tfa_json_key(&j, "stack_table");
+	tfa_json_begin_array(&j);
+	for (size_t i = 0; i < stacks.n; i++)
+		tfa_json_number(&j, stacks.text[i]);
+	tfa_json_end_array(&j);
 	tfa_json_key(&j, "unreadable");
 	tfa_json_begin_array(&j);
 	for (size_t i = 0; i < r->nfailures; i++)
 		tfa_json_string(&j, r->failures[i]);
 	tfa_json_end_array(&j);
 	tfa_json_end_object(&j);
+	bool oom = stacks.oom;
+	json_stacks_free(&stacks);
+	json_stacks = NULL;
+	return oom ? -1 : 0;
 }
 
 /* The HTML page (tools/html.c); -1 when memory ran out. */
@@ -2069,7 +2193,10 @@ tfa_cmd_report(int argc, char **argv)
 		}
 		diff_free(&d);
 	} else if (format == REPORT_JSON) {
-		report_json(out, &r);
+		if (report_json(out, &r) < 0) {
+			fputs("tfalloc: report: out of memory (the stack table is incomplete)\n", stderr);
+			status |= 1;
+		}
 	} else if (format == REPORT_FOLDED || format == REPORT_PPROF) {
 		status |= report_stacks(out, &r, format, by);
 	} else if (format == REPORT_HTML) {

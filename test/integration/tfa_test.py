@@ -295,6 +295,29 @@ def check_ledger(proc, base, ledger, slack=None):
     check_range(ln - bln, lo, hi, "%s: leaked blocks minus the baseline's (%d - %d)" % (name, ln, bln))
 
 
+def inline_stacks(rep, label=""):
+    """The report with each "stack" and "alloc_stack" index replaced by its
+    frames from "stack_table" (checked to be there), as readers of the JSON
+    do."""
+    table = rep.get("stack_table")
+    check(isinstance(table, list), "%sthe report has no stack_table" % label)
+
+    def resolve(x):
+        for k in ("stack", "alloc_stack"):
+            if k in x:
+                check(isinstance(x[k], int) and 0 <= x[k] < len(table),
+                      "%s%s %r is no index of the stack_table (%d stacks)" % (label, k, x[k], len(table)))
+                x[k] = table[x[k]]
+    for p in rep["processes"]:
+        for key in ("leaks", "sites", "errors"):
+            for x in p.get(key, []):
+                resolve(x)
+        for c in p.get("cleanups", []):
+            for g in c.get("groups", []):
+                resolve(g)
+    return rep
+
+
 def only_process(report, what=""):
     procs = report.get("processes", [])
     if len(procs) != 1:
@@ -428,7 +451,7 @@ class Ctx:
             raise Failure("%stfalloc report printed invalid JSON: %s\n%s" % (label, e, r.out[:2000]))
         check(isinstance(rep, dict) and isinstance(rep.get("processes"), list),
               "%sthe report has no processes list: %s" % (label, r.out[:500]))
-        return rep
+        return inline_stacks(rep, label)
 
     def run_and_report(self, argv, via="tool", what="", expect_status=0, **kw):
         """Runs argv under the shim (via "tool" or "preload"), checks its exit

@@ -121,7 +121,9 @@ def case_json_single():
     path = write("one.prof", sample_profile())
     doc, err = report_json(path)
     eq(err, "", "stderr")
-    eq(list(doc.keys()), ["processes", "unreadable"], "top-level keys")
+    eq(list(doc.keys()), ["processes", "stack_table", "unreadable"], "top-level keys")
+    # Every stack once, in the table; an unknown stack is the empty list.
+    eq(doc["stack_table"], [[]], "stack_table")
     eq(doc["unreadable"], [], "unreadable")
     eq(len(doc["processes"]), 1, "processes")
     p = doc["processes"][0]
@@ -142,16 +144,16 @@ def case_json_single():
         "leaks": [
             {"device": "cpu", "kind": "unclassified", "bytes": 1024, "blocks": 2,
              "allocated_bytes": 1040, "sample_address": "0x5000", "resource": None, "resource_id": 0,
-             "stack_id": 0, "stack": []},
+             "stack_id": 0, "stack": 0},
             {"device": "cpu", "kind": "unclassified", "bytes": 512, "blocks": 1,
              "allocated_bytes": 512, "sample_address": "0x6000", "resource": None, "resource_id": 0,
-             "stack_id": 0, "stack": []},
+             "stack_id": 0, "stack": 0},
         ],
         "errors": [
             {"kind": "double_free", "address": "0xdead", "count": 1, "detail": "freed twice",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": 0, "alloc_stack": 0},
             {"kind": "invalid_free", "address": "0x1234", "count": 2, "detail": "",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": 0, "alloc_stack": 0},
         ],
         "error_totals": {"double_free": 1, "invalid_free": 2, "mismatched_free": 0,
                          "not_recorded": 0},
