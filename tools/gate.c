@@ -263,6 +263,24 @@ name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Findings printed as one: their text, and the pids of the processes (the first LOG_GROUP_PIDS + 1). */
+#define LOG_GROUP_PIDS 20
+struct log_group {
+	char *text;
+	uint64_t hash;
+	size_t first; /* the finding printed */
+	size_t count;
+	uint32_t pids[LOG_GROUP_PIDS + 1];
+};
+
+static void
+log_group_add(struct log_group *g, uint32_t pid)
+{
+	if (g->count < TFA_ARRAY_SIZE(g->pids))
+		g->pids[g->count] = pid;
+	g->count++;
+}
+
 static bool kind_counts(const tfa_gate_opts_t *g, uint32_t kind);
 static uint64_t errors_of(const tfa_profile_t *p);
 static void gate_add_finding(struct gate *gt, const tfa_profile_t *p, tfa_profile_symbols_t *sym,
@@ -504,8 +522,10 @@ text_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 	struct text_ctx *t = ctx;
 	char name[1024];
 
-	if (t->below_main)
+	if (t->below_main || start_frame(fr)) {
+		t->below_main = true; /* the C runtime's start, when main has no name */
 		return;
+	}
 	t->below_main = fr->function != NULL && strcmp(fr->function, "main") == 0;
 	fprintf(t->f, "    #%u %s", index, tfa_frame_name(fr, name, sizeof(name)));
 	if (fr->file != NULL) {
@@ -837,20 +857,58 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 		gate_read_suppressions(&gt, g->suppressions[i]);
 	gate_read_profiles(&gt, dir);
 
-	/* The log: one line per leak site, then its stack. */
-	for (size_t k = 0; k < gt.nfindings; k++) {
+	/*
+	 * The log: one line per leak site, then its stack.  The same leak (name,
+	 * size, kind, stack) in other processes is one more line listing their
+	 * pids: a shell's 56 runs of `tr` show one site, not 56.
+	 */
+	struct log_group *groups = calloc(gt.nfindings != 0 ? gt.nfindings : 1, sizeof(*groups));
+	size_t ngroups = 0;
+	for (size_t k = 0; k < gt.nfindings && groups != NULL; k++) {
 		const struct finding *fd = &gt.findings[k];
-		char where[1024];
+		char where[1024], *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
 
+		if (f == NULL)
+			continue;
 		site_label(where, sizeof(where), fd);
-		fprintf(stderr, "tfalloc: leak: pid %" PRIu32 " (%s): %" PRIu64 " bytes in %" PRIu64
-		                " %s (%s) at %s\n",
-		        fd->p->pid, fd->p->comm, fd->leak->f[TFA_LEAKF_BYTES],
-		        fd->leak->f[TFA_LEAKF_BLOCKS], fd->leak->f[TFA_LEAKF_BLOCKS] == 1 ? "block" : "blocks",
-		        kind_name(fd->leak->kind), where);
-		for_each_frame(fd->sym, fd->p, fd->leak->stack_id, text_frame,
-		               &(struct text_ctx){ .f = stderr });
+		fprintf(f, "(%s): %" PRIu64 " bytes in %" PRIu64 " %s (%s) at %s\n", fd->p->comm,
+		        fd->leak->f[TFA_LEAKF_BYTES], fd->leak->f[TFA_LEAKF_BLOCKS],
+		        fd->leak->f[TFA_LEAKF_BLOCKS] == 1 ? "block" : "blocks", kind_name(fd->leak->kind),
+		        where);
+		for_each_frame(fd->sym, fd->p, fd->leak->stack_id, text_frame, &(struct text_ctx){ .f = f });
+		if (fclose(f) != 0) {
+			free(text);
+			continue;
+		}
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (size_t i = 0; i < len; i++)
+			h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+		size_t gi = 0;
+		while (gi < ngroups && (groups[gi].hash != h || strcmp(groups[gi].text, text) != 0))
+			gi++;
+		if (gi == ngroups) {
+			groups[gi] = (struct log_group){ .text = text, .hash = h, .first = k };
+			ngroups++;
+		} else {
+			free(text);
+		}
+		log_group_add(&groups[gi], fd->p->pid);
 	}
+	for (size_t gi = 0; gi < ngroups; gi++) {
+		const struct log_group *lg = &groups[gi];
+		fprintf(stderr, "tfalloc: leak: pid %" PRIu32 " %s", gt.findings[lg->first].p->pid, lg->text);
+		if (lg->count > 1) {
+			fprintf(stderr, "    (the same in %zu more %s: pid", lg->count - 1,
+			        lg->count == 2 ? "process" : "processes");
+			for (size_t i = 1; i < lg->count && i <= LOG_GROUP_PIDS; i++)
+				fprintf(stderr, "%s %" PRIu32, i > 1 ? "," : "", lg->pids[i]);
+			fputs(lg->count > LOG_GROUP_PIDS + 1 ? ", ...)\n" : ")\n", stderr);
+		}
+		free(lg->text);
+	}
+	free(groups);
 	/*
 	 * Each failing process by pid and whole command line: in a test suite
 	 * of many processes the name alone (15 bytes of it) does not tell

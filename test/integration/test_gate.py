@@ -17,7 +17,8 @@ Cases:
   reports        --junit (a testcase per process, a failure per leak) and
                  --sarif (2.1.0, a result per leak site with file and line)
   tree           a shell running two leaking programs: both are gated, named by
-                 pid, and by command line in a line per failing process
+                 pid (each leak site once, then the other process's pid: the
+                 same leak), and by command line in a line per failing process
   killed         a process killed by a signal: its leaks are not counted, the
                  command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
@@ -172,8 +173,14 @@ def case_tree(ctx):
     r = gate(ctx, ["/bin/sh", "-c", script], ["--leak-gate"] + ALL + ["--suppressions",
              os.devnull], None, "a shell running two programs")
     T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
-    pids = set(re.findall(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes", r.err))
+    # The same leak in both: one site, then the other process's pid.
+    m = re.search(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes in 1 block \(\w+\) at config_alloc .*\n"
+                  r"(?:    #.*\n)+    \(the same in 1 more process: pid (\d+)\)\n", r.err)
+    T.check(m is not None, "the leak of both tp_sites processes, by pid:\n" + r.err)
+    pids = {m.group(1), m.group(2)}
     T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
+    T.check_eq(len(re.findall(r"tfalloc: leak: pid \d+ \(tp_sites\)", r.err)), 2,
+               "tp_sites leak sites printed (two, each for both):\n" + r.err)
     # Each failing process once more, by pid and whole command line.
     cmds = dict(re.findall(r"tfalloc: leak gate: pid (\d+) failed: 1480 bytes in 11 blocks at 2 leak sites, "
                            r"0 memory errors: (.*)\n", r.err))
