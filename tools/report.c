@@ -1544,10 +1544,85 @@ text_process(FILE *f, struct report_entry *e)
 	text_cleanups(f, e);
 }
 
+/* "249.7K": a size in a column. */
+static void
+text_short_bytes(char *buf, size_t size, uint64_t v)
+{
+	static const char units[] = "KMGTP";
+
+	if (v < 1024) {
+		snprintf(buf, size, "%" PRIu64, v);
+		return;
+	}
+	double x = (double)v / 1024;
+	size_t u = 0;
+	while (x >= 1024 && u + 1 < sizeof(units) - 1) {
+		x /= 1024;
+		u++;
+	}
+	snprintf(buf, size, "%.1f%c", x, units[u]);
+}
+
+/*
+ * With several processes, first one line each: a run of hundreds of them (a
+ * test suite, a shell script's subshells) is read from this table, and the
+ * details below are found by pid.
+ */
+static void
+text_overview(FILE *f, struct report *r)
+{
+	size_t forked = 0, execd = 0;
+
+	for (size_t i = 0; i < r->n; i++) {
+		forked += (r->entries[i].prof.flags & TFA_PROC_FLAG_FORKED) != 0;
+		execd += r->entries[i].prof.end_reason == TFA_END_EXEC;
+	}
+	fprintf(f, "%zu processes (%zu forked, %zu %s replaced by exec); lost: definitely and "
+	           "indirectly lost bytes\n",
+	        r->n, forked, execd, execd == 1 ? "image" : "images");
+	fprintf(f, "%8s %8s %-10s %9s %12s %9s %9s  %s\n", "pid", "ppid", "ended", "peak", "allocations",
+	        "lost", "leaked", "command");
+	for (size_t i = 0; i < r->n; i++) {
+		const tfa_profile_t *p = &r->entries[i].prof;
+		uint64_t peak = 0, allocs = 0, lost = 0, leaked = 0;
+		char end[32], peak_s[16], lost_s[16], leaked_s[16];
+
+		for (size_t d = 0; d < p->ndevices; d++) {
+			peak += p->devices[d].f[TFA_DEV_PEAK_BYTES_IN_USE];
+			allocs += p->devices[d].f[TFA_DEV_NUM_ALLOCS];
+		}
+		for (size_t k = 0; k < p->nleaks; k++) {
+			leaked += p->leaks[k].f[TFA_LEAKF_BYTES];
+			if (p->leaks[k].kind == TFA_LEAK_DEFINITE || p->leaks[k].kind == TFA_LEAK_INDIRECT)
+				lost += p->leaks[k].f[TFA_LEAKF_BYTES];
+		}
+		switch (p->end_reason) {
+		case TFA_END_EXIT: snprintf(end, sizeof(end), "exit %" PRId32, p->exit_code); break;
+		case TFA_END_SIGNAL: snprintf(end, sizeof(end), "signal %" PRId32, p->exit_code); break;
+		case TFA_END_EXEC: snprintf(end, sizeof(end), "exec"); break;
+		case TFA_END_RUNNING: snprintf(end, sizeof(end), "running"); break;
+		default: snprintf(end, sizeof(end), "unknown"); break;
+		}
+		text_short_bytes(peak_s, sizeof(peak_s), peak);
+		text_short_bytes(lost_s, sizeof(lost_s), lost);
+		text_short_bytes(leaked_s, sizeof(leaked_s), leaked);
+		fprintf(f, "%8" PRIu32 " %8" PRIu32 " %-10s %9s %12" PRIu64 " %9s %9s  ", p->pid, p->ppid, end,
+		        peak_s, allocs, lost_s, leaked_s);
+		char cmd[81];
+		snprintf(cmd, sizeof(cmd), "%s", p->command[0] != '\0' ? p->command : p->comm);
+		text_str(f, cmd);
+		fputs(strlen(p->command) > sizeof(cmd) - 1 ? "...\n" : "\n", f);
+	}
+	fputc('\n', f);
+}
+
 static void
 report_text(FILE *f, struct report *r)
 {
 	uint64_t allocs = 0, leak_bytes = 0, leak_blocks = 0, errors = 0;
+
+	if (r->n > 1)
+		text_overview(f, r);
 
 	for (size_t i = 0; i < r->n; i++) {
 		const tfa_profile_t *p = &r->entries[i].prof;

@@ -37,7 +37,8 @@ Cases:
                  each forked child repeats its parent's sites and leaks; the
                  JSON report writes each stack once (stack_table) and stays
                  within 4 times the profiles' size (it was 17 times, 564 MB
-                 for 56 subshells)
+                 for 56 subshells); the text report starts with one line per
+                 process
 """
 import json
 import os
@@ -388,6 +389,13 @@ def case_subshells(ctx):
         T.check(parent_stacks & {l["stack"] for l in c["leaks"]}, "child %d shares no leak stack" % c["pid"])
     prof_bytes = sum(os.path.getsize(os.path.join(r.outdir, f)) for f in os.listdir(r.outdir))
     T.check(len(rep.out) < 4 * prof_bytes, "JSON %d bytes for %d bytes of profiles" % (len(rep.out), prof_bytes))
+    # The text starts with one line per process.
+    txt = ctx._run([ctx.tool, "report", r.outdir], ctx.env(), None, 120, "report")
+    T.check_eq(txt.returncode, 0, "tfalloc report (text)\n" + txt.describe())
+    lines = txt.out.splitlines()
+    T.check(lines[0].startswith("%d processes (" % len(procs)), "the overview's first line: %r" % lines[0])
+    rows = {int(l.split()[0]) for l in lines[2:2 + len(procs)]}
+    T.check_eq(rows, {p["pid"] for p in procs}, "pids in the overview")
     inlined = T.inline_stacks(doc)
     T.check(any(f.get("module") == "/usr/bin/bash" for p in inlined["processes"] for l in p["leaks"]
                 for f in l["stack"]), "bash's frames in the leaks")

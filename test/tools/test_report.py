@@ -262,7 +262,13 @@ def case_several_text():
     rc, out, err = tfalloc("report", d)
     eq((rc, err), (0, ""), "status and stderr")
     p1, p2 = os.path.join(d, "1.prof"), os.path.join(d, "2.prof")
-    eq_lines(out, f"""process 1 (parent 0): parent
+    # First one line per process; "lost" counts definitely and indirectly lost bytes only.
+    eq_lines(out, f"""2 processes (1 forked, 1 image replaced by exec); lost: definitely and indirectly lost bytes
+     pid     ppid ended           peak  allocations      lost    leaked  command
+       1        0 exit 0             0            3         0       100  parent
+       2        1 exec               0            4         0         0  child
+
+process 1 (parent 0): parent
   executable: /usr/bin/prog
   profile:    {p1}
   started:    2023-11-14 22:13:20 UTC, ran 0.002 s
