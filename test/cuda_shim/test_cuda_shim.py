@@ -92,7 +92,7 @@ class Ctx:
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=BASE_ENV)
             check(r.returncode == 0, "tfalloc report %s: %s" % (f, r.stderr.decode()))
             doc = json.loads(r.stdout)
-            table = doc["stack_table"]
+            table = [[doc["frames"][i] for i in st] for st in doc["stack_table"]]
             for p in doc["processes"]:
                 for x in p.get("leaks", []) + p.get("sites", []) + p.get("errors", []):
                     for k in ("stack", "alloc_stack"):

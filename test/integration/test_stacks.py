@@ -35,7 +35,8 @@ Cases:
                  start (printed; most must)
   subshells      bash with a heap of 2000 hash entries starting 20 subshells:
                  each forked child repeats its parent's sites and leaks; the
-                 JSON report writes each stack once (stack_table) and stays
+                 JSON report writes each stack once (stack_table) and each
+                 frame once (frames), and stays
                  within 4 times the profiles' size (it was 17 times, 564 MB
                  for 56 subshells); the text report starts with one line per
                  process
@@ -396,6 +397,9 @@ def case_subshells(ctx):
     T.check(lines[0].startswith("%d processes (" % len(procs)), "the overview's first line: %r" % lines[0])
     rows = {int(l.split()[0]) for l in lines[2:2 + len(procs)]}
     T.check_eq(rows, {p["pid"] for p in procs}, "pids in the overview")
+    # Frames once each: far fewer than the stacks' frames.
+    T.check(len(doc["frames"]) * 3 < sum(len(st) for st in doc["stack_table"]),
+            "frames shared by the stacks: %d for %d" % (len(doc["frames"]), sum(len(st) for st in doc["stack_table"])))
     inlined = T.inline_stacks(doc)
     T.check(any(f.get("module") == "/usr/bin/bash" for p in inlined["processes"] for l in p["leaks"]
                 for f in l["stack"]), "bash's frames in the leaks")

@@ -297,17 +297,20 @@ def check_ledger(proc, base, ledger, slack=None):
 
 def inline_stacks(rep, label=""):
     """The report with each "stack" and "alloc_stack" index replaced by its
-    frames from "stack_table" (checked to be there), as readers of the JSON
-    do."""
-    table = rep.get("stack_table")
-    check(isinstance(table, list), "%sthe report has no stack_table" % label)
+    frames: the stack_table's entry, a list of indices into "frames" (both
+    checked), as readers of the JSON do."""
+    table, frames = rep.get("stack_table"), rep.get("frames")
+    check(isinstance(table, list) and isinstance(frames, list), "%sthe report has no stack_table or frames" % label)
+    check(all(isinstance(i, int) and 0 <= i < len(frames) for st in table for i in st),
+          "%sa stack_table entry names no frame" % label)
+    stacks = [[frames[i] for i in st] for st in table]
 
     def resolve(x):
         for k in ("stack", "alloc_stack"):
             if k in x:
-                check(isinstance(x[k], int) and 0 <= x[k] < len(table),
-                      "%s%s %r is no index of the stack_table (%d stacks)" % (label, k, x[k], len(table)))
-                x[k] = table[x[k]]
+                check(isinstance(x[k], int) and 0 <= x[k] < len(stacks),
+                      "%s%s %r is no index of the stack_table (%d stacks)" % (label, k, x[k], len(stacks)))
+                x[k] = stacks[x[k]]
     for p in rep["processes"]:
         for key in ("leaks", "sites", "errors"):
             for x in p.get(key, []):
