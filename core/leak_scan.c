@@ -645,7 +645,15 @@ phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W) != 0 && ph->p_memsz != 0) {
 			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-			tfa_leak_roots_add(w->roots, w->maps, lo, lo + ph->p_memsz);
+			/*
+			 * To the end of the segment's last page: the loader's
+			 * start-up allocator (dl-minimal.c) serves its first
+			 * blocks from the rest of ld.so's last page, past _end,
+			 * and the main program's link_map lies there (its
+			 * l_searchlist holds the global scope that a dlopen with
+			 * RTLD_GLOBAL mallocs: definitely lost without this).
+			 */
+			tfa_leak_roots_add(w->roots, w->maps, lo, round_page(lo + ph->p_memsz));
 		} else if (ph->p_type == PT_TLS && info->dlpi_tls_data != NULL && ph->p_memsz != 0) {
 			uintptr_t lo = (uintptr_t)info->dlpi_tls_data;
 			tfa_leak_roots_add(w->roots, w->maps, lo, lo + ph->p_memsz);

@@ -26,6 +26,8 @@ packages=(
 	# the real-program matrix (test/integration/test_matrix.py)
 	grep sed gawk bash perl git gcc g++ make tar zstd gzip bzip2 findutils diffutils
 	bc jq m4 file openssl redis-server redis-tools
+	# a real multi-process test suite under the leak gate: GLib's installed tests and their runner
+	libglib2.0-tests gnome-desktop-testing
 	# the HTML report's tests open the page in headless Chromium
 	chromium
 	# the libFuzzer targets (build-fuzz/): clang and compiler-rt's libFuzzer

@@ -28,6 +28,7 @@
 
 #define GATE_ERRLEN 1024
 #define GATE_PATTERN_MAX 512
+#define GATE_CMD_MAX 400 /* bytes of a command line in a log line */
 
 /*
  * Allocations of glibc's loader that the reachability scan cannot see are
@@ -58,6 +59,10 @@ struct finding {
 	tfa_profile_symbols_t *sym;
 };
 
+struct proc_sum {
+	uint64_t bytes, blocks, sites;
+};
+
 struct gate {
 	const tfa_gate_opts_t *g;
 	struct rule *rules;
@@ -69,8 +74,11 @@ struct gate {
 	struct finding *findings;
 	size_t nfindings, findings_cap;
 	bool *over; /* per profile: over the budget or with errors */
+	struct proc_sum *sums; /* per profile: what counted */
 	bool oom;
 	bool bad_input;
+	size_t failed, gated, not_gated;
+	uint64_t errors_total;
 };
 
 void
@@ -255,6 +263,115 @@ name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Findings printed as one: their text, and the pids of the processes (the first LOG_GROUP_PIDS + 1). */
+#define LOG_GROUP_PIDS 20
+struct log_group {
+	char *text;
+	uint64_t hash;
+	size_t first; /* the finding printed */
+	size_t count;
+	uint32_t pids[LOG_GROUP_PIDS + 1];
+};
+
+static void
+log_group_add(struct log_group *g, uint32_t pid)
+{
+	if (g->count < TFA_ARRAY_SIZE(g->pids))
+		g->pids[g->count] = pid;
+	g->count++;
+}
+
+static bool kind_counts(const tfa_gate_opts_t *g, uint32_t kind);
+static uint64_t errors_of(const tfa_profile_t *p);
+static void gate_add_finding(struct gate *gt, const tfa_profile_t *p, tfa_profile_symbols_t *sym,
+                             const tfa_profile_leak_t *l);
+
+/*
+ * The verdict on one profile, as soon as it is read.  A profile with nothing
+ * to show is then cut down to its process's names and error counts: a run of
+ * thousands of processes (a test suite) is not held in memory at once.
+ */
+static void
+gate_judge(struct gate *gt, size_t i)
+{
+	const tfa_gate_opts_t *g = gt->g;
+	tfa_profile_t *p = &gt->profiles[i];
+	uint64_t bytes = 0, blocks = 0;
+
+	/* exec replaced the image: its heap went with it. */
+	if (p->end_reason != TFA_END_EXEC) {
+		/*
+		 * Killed by a signal, or cut short (SIGKILL leaves a snapshot): what
+		 * it held was never meant to be freed yet.  Its memory errors count.
+		 */
+		bool leaks_count = p->complete && p->end_reason != TFA_END_SIGNAL;
+		if (!leaks_count)
+			gt->not_gated++;
+		gt->gated++;
+		for (size_t k = 0; k < p->nleaks && leaks_count; k++) {
+			const tfa_profile_leak_t *l = &p->leaks[k];
+			if (!kind_counts(g, l->kind))
+				continue;
+			struct match_ctx m = { .gt = gt, .sym = gt->syms[i], .p = p,
+				               .stack_id = l->stack_id, .rule = -1 };
+			for_each_frame(gt->syms[i], p, l->stack_id, match_visit, &m);
+			if (m.rule >= 0) {
+				struct rule *r = &gt->rules[m.rule];
+				r->leaks++;
+				r->bytes += l->f[TFA_LEAKF_BYTES];
+				r->blocks += l->f[TFA_LEAKF_BLOCKS];
+				continue;
+			}
+			bytes += l->f[TFA_LEAKF_BYTES];
+			blocks += l->f[TFA_LEAKF_BLOCKS];
+			gt->sums[i].sites++;
+			gate_add_finding(gt, p, gt->syms[i], l);
+		}
+		gt->sums[i].bytes = bytes;
+		gt->sums[i].blocks = blocks;
+		uint64_t nerr = errors_of(p);
+		gt->errors_total += nerr;
+		gt->over[i] = bytes > g->max_leak_bytes || blocks > g->max_leak_blocks
+		              || (nerr > 0 && g->fail_on_errors);
+		if (gt->over[i])
+			gt->failed++;
+	}
+	if (gt->sums[i].sites == 0) {
+		/* Its pid, names, path and error counts stay (the strings and errors). */
+		tfa_profile_symbols_free(gt->syms[i]);
+		gt->syms[i] = NULL;
+		free(p->devices);
+		free(p->leaks);
+		free(p->modules);
+		free(p->stacks);
+		free(p->pcs);
+		free(p->sites);
+		free(p->timeline);
+		free(p->dev_timelines);
+		free(p->dev_points);
+		free(p->resources);
+		free(p->res_devices);
+		free(p->cleanups);
+		free(p->cleanup_groups);
+		p->devices = NULL;
+		p->leaks = NULL;
+		p->modules = NULL;
+		p->stacks = NULL;
+		p->pcs = NULL;
+		p->sites = NULL;
+		p->timeline = NULL;
+		p->dev_timelines = NULL;
+		p->dev_points = NULL;
+		p->resources = NULL;
+		p->res_devices = NULL;
+		p->cleanups = NULL;
+		p->cleanup_groups = NULL;
+		p->ndevices = p->nleaks = p->nmodules = p->nstacks = p->npcs = p->nsites = 0;
+		p->ntimeline = p->ndev_timelines = p->ndev_points = p->nresources = 0;
+		p->nres_devices = p->ncleanups = p->ncleanup_groups = 0;
+	}
+}
+
 static void
 gate_read_profiles(struct gate *gt, const char *dir)
 {
@@ -295,7 +412,8 @@ gate_read_profiles(struct gate *gt, const char *dir)
 	gt->profiles = calloc(n != 0 ? n : 1, sizeof(*gt->profiles));
 	gt->syms = calloc(n != 0 ? n : 1, sizeof(*gt->syms));
 	gt->over = calloc(n != 0 ? n : 1, sizeof(*gt->over));
-	if (gt->profiles == NULL || gt->syms == NULL || gt->over == NULL)
+	gt->sums = calloc(n != 0 ? n : 1, sizeof(*gt->sums));
+	if (gt->profiles == NULL || gt->syms == NULL || gt->over == NULL || gt->sums == NULL)
 		gt->oom = true;
 	for (size_t i = 0; i < n; i++) {
 		if (!gt->oom) {
@@ -307,6 +425,7 @@ gate_read_profiles(struct gate *gt, const char *dir)
 				gt->syms[gt->nprofiles] = tfa_profile_symbols_new(p, gt->cache, err,
 				                                                  sizeof(err));
 				gt->nprofiles++;
+				gate_judge(gt, gt->nprofiles - 1);
 			}
 		}
 		free(names[i]);
@@ -338,11 +457,33 @@ errors_of(const tfa_profile_t *p)
 	return tfa_profile_error_sums(p, sums);
 }
 
-/* The first frame with a source file, or else the first frame: where a finding points. */
+/* Where a process or thread starts: no frame of the program's own code. */
+static bool
+start_frame(const tfa_sym_frame_t *fr)
+{
+	static const char *const names[] = { "__libc_start_call_main", "__libc_start_main",
+		                             "__libc_start_main_impl", "_start", "start_thread",
+		                             "clone", "clone3" };
+
+	for (size_t i = 0; fr->function != NULL && i < TFA_ARRAY_SIZE(names); i++)
+		if (strcmp(fr->function, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The first frame with a source file above the process's or thread's start,
+ * or else the innermost frames' names: where a finding points.  (A program
+ * without debug information, as Debian's, would otherwise point at libc's
+ * start, whose source Debian's debug packages know.)
+ */
+#define SITE_NAMES 3
 struct site_ctx {
 	tfa_sym_frame_t first, with_file;
-	bool has_first, has_file;
+	bool has_first, has_file, at_start;
+	unsigned nnames;
 	char fn[512], file[1024], mod[1024];
+	char names[SITE_NAMES][256];
 };
 
 static void
@@ -354,6 +495,13 @@ site_visit(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 	if (!s->has_first) {
 		s->first = *fr;
 		s->has_first = true;
+	}
+	s->at_start = s->at_start || start_frame(fr);
+	if (s->at_start)
+		return;
+	if (s->nnames < SITE_NAMES) {
+		tfa_frame_name(fr, s->names[s->nnames], sizeof(s->names[0]));
+		s->nnames++;
 	}
 	if (!s->has_file && fr->file != NULL && fr->line != 0) {
 		s->with_file = *fr;
@@ -374,8 +522,10 @@ text_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 	struct text_ctx *t = ctx;
 	char name[1024];
 
-	if (t->below_main)
+	if (t->below_main || start_frame(fr)) {
+		t->below_main = true; /* the C runtime's start, when main has no name */
 		return;
+	}
 	t->below_main = fr->function != NULL && strcmp(fr->function, "main") == 0;
 	fprintf(t->f, "    #%u %s", index, tfa_frame_name(fr, name, sizeof(name)));
 	if (fr->file != NULL) {
@@ -394,9 +544,18 @@ site_label(char *buf, size_t size, const struct finding *fd)
 	char name[512];
 
 	for_each_frame(fd->sym, fd->p, fd->leak->stack_id, site_visit, &s);
-	if (s.has_file)
+	if (s.has_file) {
 		snprintf(buf, size, "%s %s:%" PRIu32, s.fn, tfa_base_name(s.file), s.with_file.line);
-	else if (s.has_first)
+	} else if (s.nnames > 0) {
+		size_t len = 0;
+		buf[0] = '\0';
+		for (unsigned i = 0; i < s.nnames && len < size; i++) {
+			int n = snprintf(buf + len, size - len, "%s%s", i > 0 ? " < " : "", s.names[i]);
+			if (n < 0)
+				break;
+			len += (size_t)n;
+		}
+	} else if (s.has_first)
 		snprintf(buf, size, "%s", tfa_frame_name(&s.first, name, sizeof(name)));
 	else
 		snprintf(buf, size, "(no stack recorded)");
@@ -472,13 +631,17 @@ write_junit(const struct gate *gt, const char *path)
 	}
 	for (size_t i = 0; i < gt->nprofiles; i++)
 		failures += gt->over[i];
+	/* A testcase per gated process: an image replaced by exec is not one. */
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 	           "<testsuites name=\"tfalloc leak gate\" tests=\"%zu\" failures=\"%zu\">\n"
 	           "  <testsuite name=\"tfalloc leak gate\" tests=\"%zu\" failures=\"%zu\" errors=\"0\">\n",
-	        gt->nprofiles, failures, gt->nprofiles, failures);
+	        gt->gated, failures, gt->gated, failures);
 	for (size_t i = 0; i < gt->nprofiles; i++) {
 		const tfa_profile_t *p = &gt->profiles[i];
 		char name[64];
+
+		if (p->end_reason == TFA_END_EXEC)
+			continue;
 
 		snprintf(name, sizeof(name), "pid %" PRIu32 ": ", p->pid);
 		fputs("    <testcase classname=\"tfalloc.leaks\" name=\"", f);
@@ -696,8 +859,6 @@ int
 tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 {
 	struct gate gt = { .g = g };
-	size_t failed = 0, gated = 0, not_gated = 0;
-	uint64_t errors_total = 0;
 	int status;
 
 	gt.cache = tfa_sym_cache_new();
@@ -711,60 +872,74 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 		gate_read_suppressions(&gt, g->suppressions[i]);
 	gate_read_profiles(&gt, dir);
 
-	for (size_t i = 0; i < gt.nprofiles && !gt.oom; i++) {
-		tfa_profile_t *p = &gt.profiles[i];
-		uint64_t bytes = 0, blocks = 0;
-
-		/* exec replaced the image: its heap went with it. */
-		if (p->end_reason == TFA_END_EXEC)
-			continue;
-		/*
-		 * Killed by a signal, or cut short (SIGKILL leaves a snapshot): what
-		 * it held was never meant to be freed yet.  Its memory errors count.
-		 */
-		bool leaks_count = p->complete && p->end_reason != TFA_END_SIGNAL;
-		if (!leaks_count)
-			not_gated++;
-		gated++;
-		for (size_t k = 0; k < p->nleaks && leaks_count; k++) {
-			const tfa_profile_leak_t *l = &p->leaks[k];
-			if (!kind_counts(g, l->kind))
-				continue;
-			struct match_ctx m = { .gt = &gt, .sym = gt.syms[i], .p = p,
-				               .stack_id = l->stack_id, .rule = -1 };
-			for_each_frame(gt.syms[i], p, l->stack_id, match_visit, &m);
-			if (m.rule >= 0) {
-				struct rule *r = &gt.rules[m.rule];
-				r->leaks++;
-				r->bytes += l->f[TFA_LEAKF_BYTES];
-				r->blocks += l->f[TFA_LEAKF_BLOCKS];
-				continue;
-			}
-			bytes += l->f[TFA_LEAKF_BYTES];
-			blocks += l->f[TFA_LEAKF_BLOCKS];
-			gate_add_finding(&gt, p, gt.syms[i], l);
-		}
-		uint64_t nerr = errors_of(p);
-		errors_total += nerr;
-		gt.over[i] = bytes > g->max_leak_bytes || blocks > g->max_leak_blocks
-		             || (nerr > 0 && g->fail_on_errors);
-		if (gt.over[i])
-			failed++;
-	}
-
-	/* The log: one line per leak site, then its stack. */
-	for (size_t k = 0; k < gt.nfindings; k++) {
+	/*
+	 * The log: one line per leak site, then its stack.  The same leak (name,
+	 * size, kind, stack) in other processes is one more line listing their
+	 * pids: a shell's 56 runs of `tr` show one site, not 56.
+	 */
+	struct log_group *groups = calloc(gt.nfindings != 0 ? gt.nfindings : 1, sizeof(*groups));
+	size_t ngroups = 0;
+	for (size_t k = 0; k < gt.nfindings && groups != NULL; k++) {
 		const struct finding *fd = &gt.findings[k];
-		char where[1024];
+		char where[1024], *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
 
+		if (f == NULL)
+			continue;
 		site_label(where, sizeof(where), fd);
-		fprintf(stderr, "tfalloc: leak: pid %" PRIu32 " (%s): %" PRIu64 " bytes in %" PRIu64
-		                " %s (%s) at %s\n",
-		        fd->p->pid, fd->p->comm, fd->leak->f[TFA_LEAKF_BYTES],
-		        fd->leak->f[TFA_LEAKF_BLOCKS], fd->leak->f[TFA_LEAKF_BLOCKS] == 1 ? "block" : "blocks",
-		        kind_name(fd->leak->kind), where);
-		for_each_frame(fd->sym, fd->p, fd->leak->stack_id, text_frame,
-		               &(struct text_ctx){ .f = stderr });
+		fprintf(f, "(%s): %" PRIu64 " bytes in %" PRIu64 " %s (%s) at %s\n", fd->p->comm,
+		        fd->leak->f[TFA_LEAKF_BYTES], fd->leak->f[TFA_LEAKF_BLOCKS],
+		        fd->leak->f[TFA_LEAKF_BLOCKS] == 1 ? "block" : "blocks", kind_name(fd->leak->kind),
+		        where);
+		for_each_frame(fd->sym, fd->p, fd->leak->stack_id, text_frame, &(struct text_ctx){ .f = f });
+		if (fclose(f) != 0) {
+			free(text);
+			continue;
+		}
+		uint64_t h = 0xcbf29ce484222325ull;
+		for (size_t i = 0; i < len; i++)
+			h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+		size_t gi = 0;
+		while (gi < ngroups && (groups[gi].hash != h || strcmp(groups[gi].text, text) != 0))
+			gi++;
+		if (gi == ngroups) {
+			groups[gi] = (struct log_group){ .text = text, .hash = h, .first = k };
+			ngroups++;
+		} else {
+			free(text);
+		}
+		log_group_add(&groups[gi], fd->p->pid);
+	}
+	for (size_t gi = 0; gi < ngroups; gi++) {
+		const struct log_group *lg = &groups[gi];
+		fprintf(stderr, "tfalloc: leak: pid %" PRIu32 " %s", gt.findings[lg->first].p->pid, lg->text);
+		if (lg->count > 1) {
+			fprintf(stderr, "    (the same in %zu more %s: pid", lg->count - 1,
+			        lg->count == 2 ? "process" : "processes");
+			for (size_t i = 1; i < lg->count && i <= LOG_GROUP_PIDS; i++)
+				fprintf(stderr, "%s %" PRIu32, i > 1 ? "," : "", lg->pids[i]);
+			fputs(lg->count > LOG_GROUP_PIDS + 1 ? ", ...)\n" : ")\n", stderr);
+		}
+		free(lg->text);
+	}
+	free(groups);
+	/*
+	 * Each failing process by pid and whole command line: in a test suite
+	 * of many processes the name alone (15 bytes of it) does not tell
+	 * which test of a binary leaked.
+	 */
+	for (size_t i = 0; i < gt.nprofiles; i++) {
+		const tfa_profile_t *p = &gt.profiles[i];
+		const char *cmd = p->command[0] != '\0' ? p->command : p->comm;
+		if (!gt.over[i])
+			continue;
+		fprintf(stderr, "tfalloc: leak gate: pid %" PRIu32 " failed: %" PRIu64 " bytes in %" PRIu64
+		                " %s at %" PRIu64 " leak %s, %" PRIu64 " memory %s: %.*s%s\n",
+		        p->pid, gt.sums[i].bytes, gt.sums[i].blocks, gt.sums[i].blocks == 1 ? "block" : "blocks",
+		        gt.sums[i].sites, gt.sums[i].sites == 1 ? "site" : "sites", errors_of(p),
+		        errors_of(p) == 1 ? "error" : "errors", GATE_CMD_MAX, cmd,
+		        strlen(cmd) > GATE_CMD_MAX ? "..." : "");
 	}
 	for (size_t i = 0; i < gt.nprofiles; i++) {
 		uint64_t nerr = errors_of(&gt.profiles[i]);
@@ -786,22 +961,22 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 	if (g->sarif != NULL && write_sarif(&gt, g->sarif) < 0)
 		gt.bad_input = true;
 
-	if (not_gated > 0)
+	if (gt.not_gated > 0)
 		fprintf(stderr, "tfalloc: leak gate: the leaks of %zu %s killed by a signal or cut "
 		                "short are not counted (their memory errors are)\n",
-		        not_gated, not_gated == 1 ? "process" : "processes");
-	bool gate_failed = failed > 0 || gt.bad_input || gt.oom;
+		        gt.not_gated, gt.not_gated == 1 ? "process" : "processes");
+	bool gate_failed = gt.failed > 0 || gt.bad_input || gt.oom;
 	if (gt.oom)
 		fputs("tfalloc: leak gate: out of memory\n", stderr);
 	fprintf(stderr, "tfalloc: leak gate: %s: %zu of %zu %s over the budget (%" PRIu64 " bytes, %" PRIu64
 	                " blocks per process), %zu leak %s, %" PRIu64 " memory %s\n",
-	        gate_failed ? "FAILED" : "passed", failed, gated, gated == 1 ? "process" : "processes",
+	        gate_failed ? "FAILED" : "passed", gt.failed, gt.gated, gt.gated == 1 ? "process" : "processes",
 	        g->max_leak_bytes, g->max_leak_blocks, gt.nfindings,
-	        gt.nfindings == 1 ? "site" : "sites", errors_total, errors_total == 1 ? "error" : "errors");
+	        gt.nfindings == 1 ? "site" : "sites", gt.errors_total, gt.errors_total == 1 ? "error" : "errors");
 
 	if (cmd_status != 0)
 		status = cmd_status;
-	else if (gt.bad_input && gated == 0)
+	else if (gt.bad_input && gt.gated == 0)
 		status = TFA_EXIT_RUN_FAILED;
 	else
 		status = gate_failed ? g->exitcode : 0;
@@ -819,6 +994,7 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 	free(gt.profiles);
 	free(gt.syms);
 	free(gt.over);
+	free(gt.sums);
 	free(gt.findings);
 	return status;
 }

@@ -91,7 +91,14 @@ class Ctx:
             r = subprocess.run([self.a.tool, "report", "--format", "json", f],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=BASE_ENV)
             check(r.returncode == 0, "tfalloc report %s: %s" % (f, r.stderr.decode()))
-            procs.extend(json.loads(r.stdout)["processes"])
+            doc = json.loads(r.stdout)
+            table = [[doc["frames"][i] for i in st] for st in doc["stack_table"]]
+            for p in doc["processes"]:
+                for x in p.get("leaks", []) + p.get("sites", []) + p.get("errors", []):
+                    for k in ("stack", "alloc_stack"):
+                        if k in x:
+                            x[k] = table[x[k]]
+            procs.extend(doc["processes"])
         return procs
 
     def cleanup(self):

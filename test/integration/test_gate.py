@@ -16,12 +16,25 @@ Cases:
   errors         memory errors fail the gate, --no-fail-on-errors lets them pass
   reports        --junit (a testcase per process, a failure per leak) and
                  --sarif (2.1.0, a result per leak site with file and line)
-  tree           a shell running two leaking programs: both are gated, by pid
+  tree           a shell running two leaking programs: both are gated, named by
+                 pid (each leak site once, then the other process's pid: the
+                 same leak), and by command line in a line per failing process
   killed         a process killed by a signal: its leaks are not counted, the
                  command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
                  memory counts (1104 + 248 bytes); --leak-kinds chooses
   usage          bad option values: one line, exit 125
+  glib           a real multi-process test suite: GLib's installed tests
+                 (libglib2.0-tests), a subset run by gnome-desktop-testing-runner,
+                 plain and under the gate: the same tests pass; bookmarkfile,
+                 which leaks (memcheck agrees), is the one process that fails,
+                 named by pid and command line; the runner's own leaks are
+                 suppressed by module; no false leak in the others (a dlopen
+                 with RTLD_GLOBAL, subprocess traps that compare stderr,
+                 posix_spawn, gsubprocess's pipes), none killed
+  quiet          the processes under the gate print no summary on stderr (a
+                 test suite compares its children's stderr), unless
+                 TFALLOC_QUIET=0; tfalloc's closing line stays
 """
 import json
 import os
@@ -164,8 +177,19 @@ def case_tree(ctx):
     r = gate(ctx, ["/bin/sh", "-c", script], ["--leak-gate"] + ALL + ["--suppressions",
              os.devnull], None, "a shell running two programs")
     T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
-    pids = set(re.findall(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes", r.err))
+    # The same leak in both: one site, then the other process's pid.
+    m = re.search(r"tfalloc: leak: pid (\d+) \(tp_sites\): 1000 bytes in 1 block \(\w+\) at config_alloc .*\n"
+                  r"(?:    #.*\n)+    \(the same in 1 more process: pid (\d+)\)\n", r.err)
+    T.check(m is not None, "the leak of both tp_sites processes, by pid:\n" + r.err)
+    pids = {m.group(1), m.group(2)}
     T.check_eq(len(pids), 2, "leaking tp_sites processes named by pid:\n" + r.err)
+    T.check_eq(len(re.findall(r"tfalloc: leak: pid \d+ \(tp_sites\)", r.err)), 2,
+               "tp_sites leak sites printed (two, each for both):\n" + r.err)
+    # Each failing process once more, by pid and whole command line.
+    cmds = dict(re.findall(r"tfalloc: leak gate: pid (\d+) failed: 1480 bytes in 11 blocks at 2 leak sites, "
+                           r"0 memory errors: (.*)\n", r.err))
+    T.check_eq(sorted(cmds.values()), sorted([path, path + " cache 3"]), "command lines of the failing processes")
+    T.check_eq(set(cmds), pids, "pids of the failing processes")
 
 
 def case_killed(ctx):
@@ -215,6 +239,72 @@ def case_usage(ctx):
     gate(ctx, [path], ["--leak-gate"], 0, "a program that leaks nothing")
 
 
+GLIB_TESTS = ["bookmarkfile", "option-context", "signalgroup", "spawn-singlethread", "module-test-library",
+              "testing", "gsubprocess"]
+GLIB_DIR = "/usr/libexec/installed-tests/glib"
+
+
+def case_glib(ctx):
+    runner = "/usr/bin/gnome-desktop-testing-runner"
+    for path in (runner, os.path.join(GLIB_DIR, "bookmarkfile")):
+        T.check(os.path.exists(path), "%s is missing (scripts/setup.sh installs gnome-desktop-testing and "
+                                      "libglib2.0-tests)" % path)
+    # "glib/NAME." matches that test alone (the runner takes name prefixes).
+    argv = [runner, "-p", "2"] + ["glib/%s." % t for t in GLIB_TESTS]
+    plain = ctx.run_plain(argv, timeout=300)
+    want = sorted(l for l in plain.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+    T.check(plain.returncode == 0 and len(want) == len(GLIB_TESTS),
+            "the tests fail without the shim (status %s): %r\n%s" % (plain.returncode, want, plain.out[-3000:]))
+    d = ctx.mkdtemp("glib")
+    supp = os.path.join(d, "supp")
+    with open(supp, "w") as f:
+        f.write("# the runner's own leaks (memcheck finds them too)\nleak:*/gnome-desktop-testing-runner\n")
+    junit = os.path.join(d, "junit.xml")
+    r = ctx.run_tool(argv, quiet=False, timeout=300,
+                     tool_args=["--leak-gate", "--suppressions", supp, "--junit", junit])
+    T.check_eq(r.returncode, 23, "exit status under the gate\n" + r.describe())
+    got = sorted(l for l in r.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+    T.check_eq(got, want, "the tests' results under the gate")
+    failed = re.findall(r"tfalloc: leak gate: pid (\d+) failed: (\d+) bytes in \d+ blocks? at \d+ leak sites?, "
+                        r"0 memory errors: (.*)\n", r.err)
+    T.check_eq([(c) for _, _, c in failed], [os.path.join(GLIB_DIR, "bookmarkfile")],
+               "the failing processes, by command line:\n" + r.err[-3000:])
+    pid = failed[0][0]
+    sites = re.findall(r"tfalloc: leak: pid %s \(bookmarkfile\): \d+ bytes in \d+ blocks? \((\w+)\) at (.*)\n" % pid,
+                       r.err)
+    T.check(len(sites) > 0 and {k for k, _ in sites} <= {"definite", "indirect"}, "bookmarkfile's sites %r" % sites)
+    T.check(not any("__libc_start" in at for _, at in sites), "a site named by libc's start:\n%r" % sites)
+    T.check("tfalloc: leak: pid" not in re.sub(r"tfalloc: leak: pid %s \(bookmarkfile\)" % pid, "", r.err),
+            "leaks of other processes:\n" + r.err[-3000:])
+    m = re.search(r"tfalloc: leak gate: FAILED: 1 of (\d+) processes over the budget", r.err)
+    T.check(m is not None, "the gate's last line:\n" + r.err[-2000:])
+    # gsubprocess alone starts some 80 processes; the traps and spawns more.
+    T.check_ge(int(m.group(1)), 60, "processes gated")
+    T.check(re.search(r"suppressed: \d+ leak sites? \(.*\) by leak:\*/gnome-desktop-testing-runner", r.err),
+            "the runner's leaks suppressed:\n" + r.err[-2000:])
+    T.check("killed by a signal" not in r.err, "a process was killed:\n" + r.err[-2000:])
+    root = ET.parse(junit).getroot()
+    T.check_eq((root.get("tests"), root.get("failures")), (m.group(1), "1"), "junit totals")
+
+
+def case_quiet(ctx):
+    path = ctx.prog("tp_sites")
+    d = ctx.mkdtemp("quiet")
+    script = "%s 2> %s/child.err" % (path, d)
+    plain = ctx.run_plain(["/bin/sh", "-c", script])
+    T.check_eq(plain.returncode, 0, "plain run\n" + plain.describe())
+    want = open(os.path.join(d, "child.err")).read()
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, tool_args=["--leak-gate"] + ALL)
+    T.check_eq(r.returncode, 23, "exit status\n" + r.describe())
+    T.check_eq(open(os.path.join(d, "child.err")).read(), want, "the child's stderr under the gate")
+    T.check("tfalloc[" not in r.err, "summary lines under the gate:\n" + r.err)
+    T.check(re.search(r"tfalloc: \d+ profile\(s\) in ", r.err), "the closing line:\n" + r.err)
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, tool_args=["--leak-gate"] + ALL,
+                     env={"TFALLOC_QUIET": "0"})
+    T.check(re.search(r"tfalloc\[\d+\]: tp_sites: peak", open(os.path.join(d, "child.err")).read()),
+            "TFALLOC_QUIET=0 gives the summaries back")
+
+
 T.main({
     "fails": case_fails,
     "budget": case_budget,
@@ -226,4 +316,6 @@ T.main({
     "killed": case_killed,
     "kinds": case_kinds,
     "usage": case_usage,
+    "quiet": case_quiet,
+    "glib": case_glib,
 })

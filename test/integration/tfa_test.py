@@ -300,6 +300,32 @@ def check_ledger(proc, base, ledger, slack=None):
     check_range(ln - bln, lo, hi, "%s: leaked blocks minus the baseline's (%d - %d)" % (name, ln, bln))
 
 
+def inline_stacks(rep, label=""):
+    """The report with each "stack" and "alloc_stack" index replaced by its
+    frames: the stack_table's entry, a list of indices into "frames" (both
+    checked), as readers of the JSON do."""
+    table, frames = rep.get("stack_table"), rep.get("frames")
+    check(isinstance(table, list) and isinstance(frames, list), "%sthe report has no stack_table or frames" % label)
+    check(all(isinstance(i, int) and 0 <= i < len(frames) for st in table for i in st),
+          "%sa stack_table entry names no frame" % label)
+    stacks = [[frames[i] for i in st] for st in table]
+
+    def resolve(x):
+        for k in ("stack", "alloc_stack"):
+            if k in x:
+                check(isinstance(x[k], int) and 0 <= x[k] < len(stacks),
+                      "%s%s %r is no index of the stack_table (%d stacks)" % (label, k, x[k], len(stacks)))
+                x[k] = stacks[x[k]]
+    for p in rep["processes"]:
+        for key in ("leaks", "sites", "errors"):
+            for x in p.get(key, []):
+                resolve(x)
+        for c in p.get("cleanups", []):
+            for g in c.get("groups", []):
+                resolve(g)
+    return rep
+
+
 def only_process(report, what=""):
     procs = report.get("processes", [])
     if len(procs) != 1:
@@ -433,7 +459,7 @@ class Ctx:
             raise Failure("%stfalloc report printed invalid JSON: %s\n%s" % (label, e, r.out[:2000]))
         check(isinstance(rep, dict) and isinstance(rep.get("processes"), list),
               "%sthe report has no processes list: %s" % (label, r.out[:500]))
-        return rep
+        return inline_stacks(rep, label)
 
     def run_and_report(self, argv, via="tool", what="", expect_status=0, **kw):
         """Runs argv under the shim (via "tool" or "preload"), checks its exit

@@ -21,6 +21,16 @@
  *
  * "mmap": also a 800-byte block held only by a pointer in memory the program
  * mapped itself (anonymous mmap): reachable for memcheck (reachable 1300 in 3).
+ * "dlopen": also dlopens libz.so.1 with RTLD_GLOBAL, which makes the loader
+ * malloc a larger global scope, held by the main program's link_map (in the
+ * rest of ld.so's last page): reachable, nothing more lost.
+ * "fork": forks first; the child makes the leaks and leaves through _exit()
+ * (as shells and fork children do), the parent makes none, waits for it and
+ * exits.  "fork-none": the same, the child making nothing (the baseline of
+ * both).  "fork-inherit": the leaks are made, then the process forks; the
+ * child leaves through _exit() at once, holding its parent's blocks as its
+ * own, the parent waits and exits: both have the same classes.  The parent
+ * prints "FORKED pid-of-the-child".
  * "thread": also starts a thread that holds a 400-byte block in a local
  * variable and is blocked in read(2) when main exits: reachable through that
  * thread's stack (reachable 900 in 3).  "kill": the same leaks as without
@@ -29,12 +39,14 @@
  * The stack is scrubbed before exit: a word left on it by a returned call is
  * no pointer to memcheck (it is undefined there), but it is to tfalloc.
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "tp_common.h"
 
@@ -164,6 +176,15 @@ scrub_stack(void)
 		buf[i] = 0;
 }
 
+static void
+wait_child(pid_t child)
+{
+	int status;
+
+	TP_CHECK(waitpid(child, &status, 0) == child, "waitpid");
+	TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -171,6 +192,19 @@ main(int argc, char **argv)
 
 	if (tp_is_baseline(argc, argv))
 		exit(0);
+	const char *mode = argc > 1 ? argv[1] : "";
+	bool fork_first = strcmp(mode, "fork") == 0 || strcmp(mode, "fork-none") == 0;
+	if (fork_first) {
+		pid_t child = fork();
+		TP_CHECK(child >= 0, "fork");
+		if (child > 0) {
+			tp_out("FORKED %d\n", (int)child);
+			wait_child(child);
+			exit(0);
+		}
+		if (strcmp(mode, "fork-none") == 0)
+			_exit(0);
+	}
 	make_definite();
 	make_self_ref();
 	make_lost_list();
@@ -179,8 +213,20 @@ main(int argc, char **argv)
 	make_reachable();
 	held = calloc(1, 200);
 	TP_CHECK(held != NULL, "calloc(200)");
+	if (strcmp(mode, "fork-inherit") == 0) {
+		pid_t child = fork();
+		TP_CHECK(child >= 0, "fork");
+		if (child == 0) {
+			scrub_stack();
+			_exit(0);
+		}
+		tp_out("FORKED %d\n", (int)child);
+		wait_child(child);
+	}
 	bool thread = argc > 1 && strcmp(argv[1], "thread") == 0;
 	bool mapped = argc > 1 && strcmp(argv[1], "mmap") == 0;
+	if (argc > 1 && strcmp(argv[1], "dlopen") == 0)
+		TP_CHECK(dlopen("libz.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL, "dlopen libz.so.1");
 	if (mapped) {
 		void **region = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		TP_CHECK(region != MAP_FAILED, "mmap");
@@ -203,5 +249,7 @@ main(int argc, char **argv)
 	       "\"reachable\":[%d,%d]}\n", thread ? 900 : mapped ? 1300 : 500, thread || mapped ? 3 : 2);
 	if (argc > 1 && strcmp(argv[1], "kill") == 0)
 		raise(SIGTERM);
+	if (fork_first)
+		_exit(0);
 	exit(0);
 }

@@ -121,7 +121,9 @@ def case_json_single():
     path = write("one.prof", sample_profile())
     doc, err = report_json(path)
     eq(err, "", "stderr")
-    eq(list(doc.keys()), ["processes", "unreadable"], "top-level keys")
+    eq(list(doc.keys()), ["processes", "stack_table", "frames", "unreadable"], "top-level keys")
+    # Every stack once, in the table, as indices into frames; an unknown stack is the empty list.
+    eq((doc["stack_table"], doc["frames"]), ([[]], []), "stack_table and frames")
     eq(doc["unreadable"], [], "unreadable")
     eq(len(doc["processes"]), 1, "processes")
     p = doc["processes"][0]
@@ -142,16 +144,16 @@ def case_json_single():
         "leaks": [
             {"device": "cpu", "kind": "unclassified", "bytes": 1024, "blocks": 2,
              "allocated_bytes": 1040, "sample_address": "0x5000", "resource": None, "resource_id": 0,
-             "stack_id": 0, "stack": []},
+             "stack_id": 0, "stack": 0},
             {"device": "cpu", "kind": "unclassified", "bytes": 512, "blocks": 1,
              "allocated_bytes": 512, "sample_address": "0x6000", "resource": None, "resource_id": 0,
-             "stack_id": 0, "stack": []},
+             "stack_id": 0, "stack": 0},
         ],
         "errors": [
             {"kind": "double_free", "address": "0xdead", "count": 1, "detail": "freed twice",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": 0, "alloc_stack": 0},
             {"kind": "invalid_free", "address": "0x1234", "count": 2, "detail": "",
-             "stack_id": 0, "alloc_stack_id": 0, "stack": [], "alloc_stack": []},
+             "stack_id": 0, "alloc_stack_id": 0, "stack": 0, "alloc_stack": 0},
         ],
         "error_totals": {"double_free": 1, "invalid_free": 2, "mismatched_free": 0,
                          "not_recorded": 0},
@@ -261,7 +263,13 @@ def case_several_text():
     rc, out, err = tfalloc("report", d)
     eq((rc, err), (0, ""), "status and stderr")
     p1, p2 = os.path.join(d, "1.prof"), os.path.join(d, "2.prof")
-    eq_lines(out, f"""process 1 (parent 0): parent
+    # First one line per process; "lost" counts definitely and indirectly lost bytes only.
+    eq_lines(out, f"""2 processes (1 forked, 1 image replaced by exec); lost: definitely and indirectly lost bytes
+     pid     ppid ended           peak  allocations      lost    leaked  command
+       1        0 exit 0             0            3         0       100  parent
+       2        1 exec               0            4         0         0  child
+
+process 1 (parent 0): parent
   executable: /usr/bin/prog
   profile:    {p1}
   started:    2023-11-14 22:13:20 UTC, ran 0.002 s
