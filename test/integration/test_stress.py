@@ -15,6 +15,15 @@
                 exits), the process's own thread count back to 1, and the
                 shim's memory (shim_overhead_bytes) the same after 100 rounds
                 as after 25 within 64 KiB: thread records are recycled
+  sigalloc      tp_sigalloc: a 10 kHz timer whose handler mallocs and frees
+                (and leaves blocks for the main loop to free) while the main
+                thread loops malloc/realloc/free, for SIGALRM (a signal
+                tfalloc catches and passes on) and a real-time signal (one it
+                does not catch), with one thread and with a second one
+                allocating: no deadlock, no error, the ledger exact.  Without
+                tfalloc glibc's malloc itself corrupts its heap or deadlocks
+                here (malloc is not async-signal-safe): there is no plain run
+                to compare with
   fork_storm    tp_fork storm 40: three threads malloc/realloc/free without
                 pause while the main thread forks 40 children; each child
                 allocates and frees 20,000 blocks on two threads and every 4th
@@ -75,6 +84,23 @@ def case_thread_churn(ctx):
             "the shim's own memory grew with the threads made: %d bytes after 800 threads, %d after 3200"
             % (a, b))
     print("3200 threads; shim_overhead_bytes %d after 800 threads, %d after 3200" % (a, b))
+
+
+def case_sigalloc(ctx):
+    path = ctx.prog("tp_sigalloc")
+    for sig in ("alrm", "rt"):
+        for threads in ([], ["threads"]):
+            what = "tp_sigalloc %s %s" % (sig, " ".join(threads))
+            r, rep = ctx.run_and_report([path, "1.5", sig] + threads, what=what, timeout=60)
+            T.check("sigalloc done" in r.out, what + " did not finish\n" + r.describe())
+            proc = T.only_process(rep, what)
+            T.check_exited(proc, 0)
+            T.check_consistent(proc, multithreaded=bool(threads), allocator=ctx.allocator)
+            base = baseline_of(ctx, [path, "baseline"] + threads, "tp_sigalloc")
+            T.check_ledger(proc, base, T.parse_ledger(r))
+            sigs = [l for l in r.err_lines() if l.startswith("signals ")]
+            T.check(sigs and int(sigs[0].split()[1]) > 100, what + ": too few signals\n" + r.describe())
+            print("%s: %s, %d allocations" % (what, sigs[0], T.device(proc)["num_allocs"]))
 
 
 def by_pid(procs):
@@ -160,6 +186,7 @@ CASES = {
     "spawn": case_spawn,
     "threads32": case_threads32,
     "thread_churn": case_thread_churn,
+    "sigalloc": case_sigalloc,
 }
 
 if __name__ == "__main__":
