@@ -2147,7 +2147,8 @@ handle_pending_signal(void)
 static bool
 is_fault(int sig, const siginfo_t *info)
 {
-	return info != NULL && info->si_code > 0 && info->si_code != SI_KERNEL
+	/* si_code > 0: the kernel's; SI_KERNEL too (a general protection fault is a SIGSEGV of it). */
+	return info != NULL && info->si_code > 0
 	       && (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP
 		   || sig == SIGSYS);
 }
