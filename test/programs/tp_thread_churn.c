@@ -14,7 +14,11 @@
  * then neither caches stacks nor keeps their TLS vectors, so that the
  * allocations glibc makes per thread (the DTV, one calloc freed when the
  * thread is gone) are the same in every run and cancel against the baseline:
- * the ledger is exact.  After each round the main thread waits until the
+ * the ledger is exact.  With "cached" before ROUNDS glibc makes the stacks
+ * (256 KiB each, so that all 32 fit its cache of stacks): the first round's
+ * are kept with their DTVs and every later round takes them again, the same
+ * in the baseline (the threads of a round wait for each other before they
+ * exit, so that no stack is taken again within a round).  After each round the main thread waits until the
  * kernel says the detached threads are gone (/proc/self/status), so that a
  * detached thread's last free is never in flight at exit.
  *
@@ -35,6 +39,7 @@ static int baseline;
 static void *handoff[2][2 * W]; /* by round parity */
 static size_t handoff_size[2][2 * W];
 static int detached_done;
+static pthread_barrier_t all_started;
 
 struct job {
 	int round, index;
@@ -93,6 +98,7 @@ worker(void *arg)
 		tp_l_alloc_mt((long long)n);
 	}
 out:
+	pthread_barrier_wait(&all_started);
 	if (i >= W)
 		__atomic_add_fetch(&detached_done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -119,21 +125,27 @@ int
 main(int argc, char **argv)
 {
 	baseline = tp_is_baseline(argc, argv);
-	int rounds = atoi(argv[baseline ? 2 : 1]);
-	TP_CHECK(rounds > 0, "usage: tp_thread_churn [baseline] ROUNDS");
+	int a = baseline ? 2 : 1;
+	int cached = argc > a && strcmp(argv[a], "cached") == 0;
+	int rounds = argc > a + cached ? atoi(argv[a + cached]) : 0;
+	TP_CHECK(rounds > 0, "usage: tp_thread_churn [baseline] [cached] ROUNDS");
 	tp_ledger.peak_unknown = 1;
 	char *stacks = mmap(NULL, (size_t)2 * W * STACK_SIZE, PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	TP_CHECK(stacks != MAP_FAILED, "mmap");
 	long created = 0;
+	TP_CHECK(pthread_barrier_init(&all_started, NULL, 2 * W) == 0, "pthread_barrier_init");
 	for (int r = 0; r < rounds; r++) {
 		pthread_t th[W];
 		__atomic_store_n(&detached_done, 0, __ATOMIC_RELAXED);
 		for (int i = 0; i < 2 * W; i++) {
 			pthread_attr_t attr;
 			pthread_attr_init(&attr);
-			TP_CHECK(pthread_attr_setstack(&attr, stacks + (size_t)i * STACK_SIZE, STACK_SIZE) == 0,
-			         "pthread_attr_setstack");
+			if (cached)
+				TP_CHECK(pthread_attr_setstacksize(&attr, STACK_SIZE) == 0, "pthread_attr_setstacksize");
+			else
+				TP_CHECK(pthread_attr_setstack(&attr, stacks + (size_t)i * STACK_SIZE, STACK_SIZE) == 0,
+				         "pthread_attr_setstack");
 			if (i >= W)
 				pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 			jobs[i].round = r;
