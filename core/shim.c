@@ -2016,16 +2016,32 @@ static const int fatal_signals[] = {
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *oldact);
 
 /*
- * The fatal signals tfalloc holds: the kernel has fatal_signal_handler for
- * them, and prog_act says what the program asked for (SIG_DFL, or its own
+ * The signals tfalloc holds: the kernel has fatal_signal_handler for them,
+ * and the current act says what the program asked for (SIG_DFL, or its own
  * handler, which fatal_signal_handler calls).  A program that sets SIG_DFL
  * again, or installs its handler after start, keeps its profile this way.
- * Written under sig_lock; the handler reads its signal's entry.
+ * Written under sig_lock; the handler reads its signal's entry.  A new act
+ * is written into the other of the two and then made current, so that a
+ * handler running meanwhile (the signal held all along: no window where
+ * tfalloc's handler meets an entry that says it is not held) reads a whole
+ * one.
  */
 static struct {
 	bool held;
-	struct sigaction prog_act;
+	uint8_t cur;
+	struct sigaction acts[2];
 } sigs[NSIG];
+
+#define PROG_ACT(sig) (sigs[sig].acts[__atomic_load_n(&sigs[sig].cur, __ATOMIC_ACQUIRE)])
+
+static void
+set_prog_act(int sig, const struct sigaction *act)
+{
+	uint8_t next = sigs[sig].cur ^ 1;
+
+	sigs[sig].acts[next] = *act;
+	__atomic_store_n(&sigs[sig].cur, next, __ATOMIC_RELEASE);
+}
 static tfa_lock_t sig_lock = TFA_LOCK_INIT;
 
 static bool
@@ -2161,7 +2177,7 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 			   && sig != SIGHUP && sig != SIGQUIT && sig != SIGPIPE && sig != SIGALRM;
 
 	if (sig > 0 && sig < NSIG && sigs[sig].held) {
-		struct sigaction pa = sigs[sig].prog_act;
+		struct sigaction pa = PROG_ACT(sig);
 		bool own_handler = (pa.sa_flags & SA_SIGINFO) != 0
 				   || (pa.sa_handler != SIG_DFL && pa.sa_handler != SIG_IGN);
 		if (own_handler && tfa_tls.in_shim != 0 && !is_fault(sig, info)
@@ -2172,8 +2188,8 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 		if (own_handler) {
 			/* The program's handler, as the kernel would have called it. */
 			if (pa.sa_flags & SA_RESETHAND) {
-				sigs[sig].prog_act.sa_handler = SIG_DFL;
-				sigs[sig].prog_act.sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+				PROG_ACT(sig).sa_handler = SIG_DFL;
+				PROG_ACT(sig).sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
 			}
 			errno = saved_errno;
 			if (pa.sa_flags & SA_SIGINFO)
@@ -2182,6 +2198,11 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 				pa.sa_handler(sig);
 			return;
 		}
+	}
+	if (!is_fatal_signal(sig)) {
+		/* Not one that ends the process (a handler being replaced this instant): nothing to do. */
+		errno = saved_errno;
+		return;
 	}
 	if (tfa_tls.in_shim != 0) {
 		if (synchronous) {
@@ -2213,7 +2234,7 @@ install_signal_handlers(void)
 		sa.sa_sigaction = fatal_signal_handler;
 		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
-		sigs[sig].prog_act = old;
+		set_prog_act(sig, &old);
 		if (__sigaction(sig, &sa, NULL) == 0)
 			sigs[sig].held = true;
 	}
@@ -2245,9 +2266,11 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 			tfa_lock(&sig_lock);
 			bool was_held = sigs[sig].held;
 			if (was_held)
-				prev = sigs[sig].prog_act;
-			sigs[sig].held = false;
+				prev = PROG_ACT(sig);
+			/* The kernel first: until it has the new action, ours runs the old one. */
 			int r = was_held ? __sigaction(sig, act, NULL) : __sigaction(sig, act, &prev);
+			if (r == 0)
+				sigs[sig].held = false;
 			tfa_unlock(&sig_lock);
 			if (r == 0 && oldact != NULL)
 				*oldact = prev;
@@ -2267,15 +2290,16 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 	int r = 0;
 	tfa_lock(&sig_lock);
 	if (sigs[sig].held)
-		prev = sigs[sig].prog_act;
+		prev = PROG_ACT(sig);
 	else
 		r = __sigaction(sig, NULL, &prev);
 	if (r == 0 && act != NULL) {
 		bool ignore = (act->sa_flags & SA_SIGINFO) == 0 && act->sa_handler == SIG_IGN;
 		if (ignore) {
 			/* Nothing will end the process: the kernel has the program's wish. */
-			sigs[sig].held = false;
 			r = __sigaction(sig, act, NULL);
+			if (r == 0)
+				sigs[sig].held = false;
 		} else {
 			struct sigaction ours;
 			memset(&ours, 0, sizeof(ours));
@@ -2284,10 +2308,9 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 			ours.sa_mask = act->sa_mask;
 			ours.sa_flags = SA_SIGINFO | SA_ONSTACK
 					| (act->sa_flags & (SA_RESTART | SA_NODEFER | SA_NOCLDSTOP | SA_NOCLDWAIT));
-			sigs[sig].held = false; /* no half-written entry for the handler */
-			sigs[sig].prog_act = *act;
+			set_prog_act(sig, act);
 			r = __sigaction(sig, &ours, NULL);
-			sigs[sig].held = r == 0;
+			sigs[sig].held = sigs[sig].held || r == 0;
 		}
 	}
 	tfa_unlock(&sig_lock);

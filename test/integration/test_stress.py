@@ -25,6 +25,11 @@
                 tfalloc glibc's malloc itself corrupts its heap or deadlocks
                 here (malloc is not async-signal-safe): there is no plain run
                 to compare with
+  sigaction_swap  tp_sigalloc swap: one thread installs two handlers of
+                SIGUSR1 (held by tfalloc as a fatal signal) or of a real-time
+                signal in turn without pause while another sends it: every
+                delivery runs one of the program's handlers, as without
+                tfalloc; none ends the process or writes its final profile
   fork_storm    tp_fork storm 40: three threads malloc/realloc/free without
                 pause while the main thread forks 40 children; each child
                 allocates and frees 20,000 blocks on two threads and every 4th
@@ -106,6 +111,20 @@ def case_sigalloc(ctx):
             print("%s: %s, %d allocations" % (what, sigs[0], T.device(proc)["num_allocs"]))
 
 
+def case_sigaction_swap(ctx):
+    path = ctx.prog("tp_sigalloc")
+    for sig in ("usr1", "rt"):
+        argv = [path, "swap", "1.0", sig]
+        plain = ctx.run_plain(argv, timeout=60)
+        T.check(plain.returncode == 0, "tp_sigalloc swap fails without the shim\n" + plain.describe())
+        r, rep = ctx.run_and_report(argv, what="tp_sigalloc swap " + sig, timeout=60)
+        T.check("swap done" in r.out, "tp_sigalloc swap did not finish\n" + r.describe())
+        proc = T.only_process(rep, "tp_sigalloc swap")
+        T.check_exited(proc, 0)
+        T.check_consistent(proc, multithreaded=True, allocator=ctx.allocator, require_allocs=False)
+        print("swap %s: %s" % (sig, ", ".join(l for l in r.err_lines() if l.startswith(("swapped", "handled")))))
+
+
 def by_pid(procs):
     m = {}
     for p in procs:
@@ -185,6 +204,7 @@ def case_spawn(ctx):
 
 
 CASES = {
+    "sigaction_swap": case_sigaction_swap,
     "fork_storm": case_fork_storm,
     "spawn": case_spawn,
     "threads32": case_threads32,

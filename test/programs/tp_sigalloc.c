@@ -17,6 +17,13 @@
  *     thread allocates too (the process is multi-threaded)
  *   tp_sigalloc baseline [threads]
  *
+ *   tp_sigalloc swap SECONDS SIGNAL
+ *     one thread installs two handlers of SIGNAL ("usr1": SIGUSR1, "rt":
+ *     SIGRTMIN+4, both end the process by default) in turn as fast as it
+ *     can, while another sends SIGNAL to the process without pause: every
+ *     delivery runs one of the two, none ends the process.  Prints
+ *     "swapped N", "handled N".
+ *
  * Prints "signals N", "loop N" and the LEDGER.  malloc in a signal handler is
  * not async-signal-safe by POSIX; this is what a program that does it anyway
  * (many do: loggers, profilers) meets.
@@ -103,9 +110,74 @@ now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static volatile long long handled;
+static volatile int swap_stop;
+static int swap_sig;
+
+static void
+handler_a(int sig)
+{
+	(void)sig;
+	__atomic_add_fetch(&handled, 1, __ATOMIC_RELAXED);
+}
+
+static void
+handler_b(int sig, siginfo_t *info, void *uc)
+{
+	(void)sig;
+	(void)info;
+	(void)uc;
+	__atomic_add_fetch(&handled, 1, __ATOMIC_RELAXED);
+}
+
+static void *
+sender(void *arg)
+{
+	(void)arg;
+	pid_t pid = getpid();
+	while (!swap_stop)
+		kill(pid, swap_sig); /* EAGAIN when the queue of real-time signals is full */
+	return NULL;
+}
+
+static int
+swap_main(double seconds, const char *which)
+{
+	swap_sig = strcmp(which, "rt") == 0 ? SIGRTMIN + 4 : SIGUSR1;
+	struct sigaction a, b;
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.sa_handler = handler_a;
+	a.sa_flags = SA_RESTART;
+	b.sa_sigaction = handler_b;
+	b.sa_flags = SA_RESTART | SA_SIGINFO;
+	TP_CHECK(sigaction(swap_sig, &a, NULL) == 0, "sigaction");
+	pthread_t th;
+	TP_CHECK(pthread_create(&th, NULL, sender, NULL) == 0, "pthread_create");
+	double end = now() + seconds;
+	long long swaps = 0;
+	while (now() < end) {
+		for (int i = 0; i < 100; i++, swaps++)
+			TP_CHECK(sigaction(swap_sig, (swaps & 1) ? &a : &b, NULL) == 0, "sigaction");
+	}
+	swap_stop = 1;
+	TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, swap_sig);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	tp_printf(2, "swapped %lld\n", swaps);
+	tp_printf(2, "handled %lld\n", (long long)handled);
+	TP_CHECK(handled > 0, "no signal handled");
+	tp_out("swap done\n");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
+	if (argc > 3 && strcmp(argv[1], "swap") == 0)
+		return swap_main(atof(argv[2]), argv[3]);
 	int baseline = tp_is_baseline(argc, argv);
 	int threads = argc > (baseline ? 2 : 3) && strcmp(argv[baseline ? 2 : 3], "threads") == 0;
 	double seconds = baseline ? 0 : atof(argv[1]);
