@@ -245,11 +245,19 @@ static TFA_ALWAYS_INLINE void
 shim_enter(void)
 {
 	tfa_tls.in_shim++;
+	/*
+	 * Compiler barriers (no instruction): the call's changes of the table
+	 * and the thread's counts stay between the mark and its end, where a
+	 * signal handler's allocation is deferred (defer_signal); moved out, a
+	 * handler could run between a load and a store of the same count.
+	 */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 static TFA_ALWAYS_INLINE void
 shim_exit(void)
 {
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	uint32_t depth = tfa_tls.in_shim - 1;
 
 	tfa_tls.in_shim = depth;
@@ -1880,6 +1888,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	int err = 0;
 
 	tfa_tls.in_shim++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
 	/* A snapshot that lost the race to the final profile must not replace it. */
@@ -1916,6 +1925,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	tfa_arena_unmap(leaks.groups, groups_bytes);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	tfa_tls.in_shim--;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	/* A program's handler deferred meanwhile (a snapshot, exec) runs now; a fatal signal is the caller's. */
