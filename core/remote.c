@@ -263,8 +263,11 @@ remote_handler(int sig, siginfo_t *info, void *ucontext)
 		}
 		/* A pending fatal signal stays: the process ends there anyway. */
 		int none = 0;
-		__atomic_compare_exchange_n(&tfa_tls.pending_signal, &none, TFA_REMOTE_PENDING, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		if (!__atomic_compare_exchange_n(&tfa_tls.pending_signal, &none, TFA_REMOTE_PENDING, false,
+						 __ATOMIC_RELAXED, __ATOMIC_RELAXED)
+		    && none == TFA_DEFERRED_PENDING)
+			/* The end of the call releases deferred signals whatever the mark says. */
+			tfa_tls.pending_signal = TFA_REMOTE_PENDING;
 	} else {
 		handler_depth++;
 		serve(req);
@@ -342,7 +345,8 @@ remote_postfork_child(void)
 	remote.pid = getpid();
 	/* What came during fork was the parent's. */
 	memset(queue, 0, sizeof(queue));
-	tfa_tls.pending_signal = 0;
+	/* A deferred signal is the parent's too, but the child must unblock it when fork returns. */
+	tfa_tls.pending_signal = tfa_tls.deferred != 0 ? TFA_DEFERRED_PENDING : 0;
 	tfa_shim_call_end();
 }
 

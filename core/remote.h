@@ -52,6 +52,8 @@ enum tfa_remote_kind_e {
 
 /* tfa_tls.pending_signal of a thread whose shim call a request interrupted: see the queue. */
 #define TFA_REMOTE_PENDING (-1)
+/* tfa_tls.pending_signal of a thread with a program's signal handler deferred (tfa_tls.deferred). */
+#define TFA_DEFERRED_PENDING (-2)
 
 static inline uint64_t
 tfa_remote_value(unsigned kind, uint32_t token)

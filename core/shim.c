@@ -233,6 +233,7 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 /* ---- the hot path ------------------------------------------------------------------------- */
 
 static void handle_pending_signal(void);
+static void release_deferred(void);
 static void install_signal_handlers(void);
 
 /*
@@ -244,12 +245,25 @@ static TFA_ALWAYS_INLINE void
 shim_enter(void)
 {
 	tfa_tls.in_shim++;
+	/*
+	 * Compiler barriers (no instruction): the call's changes of the table
+	 * and the thread's counts stay between the mark and its end, where a
+	 * signal handler's allocation is deferred (defer_signal); moved out, a
+	 * handler could run between a load and a store of the same count.
+	 */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 static TFA_ALWAYS_INLINE void
 shim_exit(void)
 {
-	if (--tfa_tls.in_shim == 0 && tfa_unlikely(tfa_tls.pending_signal != 0))
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uint32_t depth = tfa_tls.in_shim - 1;
+
+	tfa_tls.in_shim = depth;
+	/* A handler that comes from here on runs at once: what came before is pending. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (depth == 0 && tfa_unlikely(tfa_tls.pending_signal != 0))
 		handle_pending_signal();
 }
 
@@ -1910,6 +1924,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	int err = 0;
 
 	tfa_tls.in_shim++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
 	/* A snapshot that lost the race to the final profile must not replace it. */
@@ -1946,7 +1961,12 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	tfa_arena_unmap(leaks.groups, groups_bytes);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	tfa_tls.in_shim--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* A program's handler deferred meanwhile (a snapshot, exec) runs now; a fatal signal is the caller's. */
+	if (tfa_tls.in_shim == 0 && tfa_unlikely(tfa_tls.deferred != 0))
+		release_deferred();
 	return err;
 }
 
@@ -2042,16 +2062,32 @@ static const int fatal_signals[] = {
 extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *oldact);
 
 /*
- * The fatal signals tfalloc holds: the kernel has fatal_signal_handler for
- * them, and prog_act says what the program asked for (SIG_DFL, or its own
+ * The signals tfalloc holds: the kernel has fatal_signal_handler for them,
+ * and the current act says what the program asked for (SIG_DFL, or its own
  * handler, which fatal_signal_handler calls).  A program that sets SIG_DFL
  * again, or installs its handler after start, keeps its profile this way.
- * Written under sig_lock; the handler reads its signal's entry.
+ * Written under sig_lock; the handler reads its signal's entry.  A new act
+ * is written into the other of the two and then made current, so that a
+ * handler running meanwhile (the signal held all along: no window where
+ * tfalloc's handler meets an entry that says it is not held) reads a whole
+ * one.
  */
 static struct {
 	bool held;
-	struct sigaction prog_act;
+	uint8_t cur;
+	struct sigaction acts[2];
 } sigs[NSIG];
+
+#define PROG_ACT(sig) (sigs[sig].acts[__atomic_load_n(&sigs[sig].cur, __ATOMIC_ACQUIRE)])
+
+static void
+set_prog_act(int sig, const struct sigaction *act)
+{
+	uint8_t next = sigs[sig].cur ^ 1;
+
+	sigs[sig].acts[next] = *act;
+	__atomic_store_n(&sigs[sig].cur, next, __ATOMIC_RELEASE);
+}
 static tfa_lock_t sig_lock = TFA_LOCK_INIT;
 
 static bool
@@ -2093,12 +2129,73 @@ write_signal_profile(int sig)
 	(void)err;
 }
 
+/*
+ * A program's handler for sig came while this thread is inside the shim (a
+ * malloc, a free, fork): the backend and the shim's own records may be half
+ * changed there, and a handler that allocates would meet them so (neither
+ * glibc's malloc nor jemalloc is reentrant: a corrupt heap, or a deadlock on
+ * a lock the interrupted call holds).  The signal is queued again to this
+ * very thread with its siginfo and stays blocked (in the mask the kernel
+ * restores when this handler returns) until the shim call ends, which
+ * unblocks it: the kernel then delivers it with a frame of its own, as if it
+ * had come a few instructions later.  false when it cannot be queued (a full
+ * queue of real-time signals): the handler then runs at once, as it would
+ * without tfalloc.
+ */
+static bool
+defer_signal(int sig, siginfo_t *info, void *ucontext)
+{
+	ucontext_t *uc = ucontext;
+	sigset_t set, old;
+
+	if (uc == NULL || info == NULL || sig <= 0 || sig > 64)
+		return false;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	/* Blocked first: with SA_NODEFER the signal queued below would come back at once. */
+	if (pthread_sigmask(SIG_BLOCK, &set, &old) != 0)
+		return false;
+	/* To itself a thread may queue any siginfo, the kernel's own included. */
+	if (syscall(SYS_rt_tgsigqueueinfo, (pid_t)syscall(SYS_getpid), (pid_t)syscall(SYS_gettid), sig,
+		    info) != 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return false;
+	}
+	sigaddset(&uc->uc_sigmask, sig);
+	tfa_tls.deferred |= (uint64_t)1 << (sig - 1);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (tfa_tls.pending_signal == 0)
+		tfa_tls.pending_signal = TFA_DEFERRED_PENDING;
+	return true;
+}
+
+/* The shim call ended: the kernel delivers the deferred signals now. */
+static void
+release_deferred(void)
+{
+	uint64_t bits = tfa_tls.deferred;
+	sigset_t set;
+
+	sigemptyset(&set);
+	for (int sig = 1; sig <= 64; sig++)
+		if (bits & ((uint64_t)1 << (sig - 1)))
+			sigaddset(&set, sig);
+	tfa_tls.deferred = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 static void
 handle_pending_signal(void)
 {
 	int sig = tfa_tls.pending_signal;
 
 	tfa_tls.pending_signal = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (tfa_tls.deferred != 0)
+		release_deferred();
+	if (sig == TFA_DEFERRED_PENDING)
+		return;
 	if (sig == TFA_REMOTE_PENDING) {
 		/* A request of tfalloc snapshot or top came inside the call. */
 		tfa_remote_serve_queue();
@@ -2106,6 +2203,16 @@ handle_pending_signal(void)
 	}
 	write_signal_profile(sig);
 	die_by(sig, false);
+}
+
+/* A fault of the thread's own instruction: its handler cannot wait (the instruction would fault again). */
+static bool
+is_fault(int sig, const siginfo_t *info)
+{
+	/* si_code > 0: the kernel's; SI_KERNEL too (a general protection fault is a SIGSEGV of it). */
+	return info != NULL && info->si_code > 0
+	       && (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP
+		   || sig == SIGSYS);
 }
 
 static void
@@ -2116,14 +2223,19 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 			   && sig != SIGHUP && sig != SIGQUIT && sig != SIGPIPE && sig != SIGALRM;
 
 	if (sig > 0 && sig < NSIG && sigs[sig].held) {
-		struct sigaction pa = sigs[sig].prog_act;
+		struct sigaction pa = PROG_ACT(sig);
 		bool own_handler = (pa.sa_flags & SA_SIGINFO) != 0
 				   || (pa.sa_handler != SIG_DFL && pa.sa_handler != SIG_IGN);
+		if (own_handler && tfa_tls.in_shim != 0 && !is_fault(sig, info)
+		    && defer_signal(sig, info, ucontext)) {
+			errno = saved_errno;
+			return;
+		}
 		if (own_handler) {
 			/* The program's handler, as the kernel would have called it. */
 			if (pa.sa_flags & SA_RESETHAND) {
-				sigs[sig].prog_act.sa_handler = SIG_DFL;
-				sigs[sig].prog_act.sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+				PROG_ACT(sig).sa_handler = SIG_DFL;
+				PROG_ACT(sig).sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
 			}
 			errno = saved_errno;
 			if (pa.sa_flags & SA_SIGINFO)
@@ -2132,6 +2244,11 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 				pa.sa_handler(sig);
 			return;
 		}
+	}
+	if (!is_fatal_signal(sig)) {
+		/* Not one that ends the process (a handler being replaced this instant): nothing to do. */
+		errno = saved_errno;
+		return;
 	}
 	if (tfa_tls.in_shim != 0) {
 		if (synchronous) {
@@ -2163,7 +2280,7 @@ install_signal_handlers(void)
 		sa.sa_sigaction = fatal_signal_handler;
 		sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 		sigemptyset(&sa.sa_mask);
-		sigs[sig].prog_act = old;
+		set_prog_act(sig, &old);
 		if (__sigaction(sig, &sa, NULL) == 0)
 			sigs[sig].held = true;
 	}
@@ -2174,8 +2291,40 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 {
 	if (tfa_remote_holds(sig))
 		return tfa_remote_sigaction(act, oldact);
-	if (!opts.catch_signals || tfa_shim_state() != TFA_SHIM_READY || !is_fatal_signal(sig))
+	if (!opts.catch_signals || tfa_shim_state() != TFA_SHIM_READY || sig <= 0 || sig >= NSIG
+	    || sig == SIGKILL || sig == SIGSTOP)
 		return __sigaction(sig, act, oldact);
+	if (!is_fatal_signal(sig)) {
+		/*
+		 * Any other signal with a handler of the program is held too, so
+		 * that the handler never runs inside a shim call (defer_signal).
+		 * The default actions of these (ignore, stop, end without a
+		 * profile) and one-shot handlers stay the kernel's.
+		 */
+		bool handler = act != NULL
+			       && ((act->sa_flags & SA_SIGINFO) != 0
+				   || (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN))
+			       && (act->sa_flags & SA_RESETHAND) == 0;
+		if (act != NULL && !handler) {
+			if (getpid() != proc.pid)
+				return __sigaction(sig, act, oldact);
+			struct sigaction prev;
+			tfa_lock(&sig_lock);
+			bool was_held = sigs[sig].held;
+			if (was_held)
+				prev = PROG_ACT(sig);
+			/* The kernel first: until it has the new action, ours runs the old one. */
+			int r = was_held ? __sigaction(sig, act, NULL) : __sigaction(sig, act, &prev);
+			if (r == 0)
+				sigs[sig].held = false;
+			tfa_unlock(&sig_lock);
+			if (r == 0 && oldact != NULL)
+				*oldact = prev;
+			return r;
+		}
+		if (act == NULL && !sigs[sig].held)
+			return __sigaction(sig, act, oldact);
+	}
 	/*
 	 * A vfork child shares the parent's memory: what it sets (python resets
 	 * every handler there before exec) must not change the parent's table.
@@ -2187,15 +2336,16 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 	int r = 0;
 	tfa_lock(&sig_lock);
 	if (sigs[sig].held)
-		prev = sigs[sig].prog_act;
+		prev = PROG_ACT(sig);
 	else
 		r = __sigaction(sig, NULL, &prev);
 	if (r == 0 && act != NULL) {
 		bool ignore = (act->sa_flags & SA_SIGINFO) == 0 && act->sa_handler == SIG_IGN;
 		if (ignore) {
 			/* Nothing will end the process: the kernel has the program's wish. */
-			sigs[sig].held = false;
 			r = __sigaction(sig, act, NULL);
+			if (r == 0)
+				sigs[sig].held = false;
 		} else {
 			struct sigaction ours;
 			memset(&ours, 0, sizeof(ours));
@@ -2203,11 +2353,10 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 			/* Its mask and flags, but one-shot stays ours to emulate (prog_act). */
 			ours.sa_mask = act->sa_mask;
 			ours.sa_flags = SA_SIGINFO | SA_ONSTACK
-					| (act->sa_flags & (SA_RESTART | SA_NODEFER));
-			sigs[sig].held = false; /* no half-written entry for the handler */
-			sigs[sig].prog_act = *act;
+					| (act->sa_flags & (SA_RESTART | SA_NODEFER | SA_NOCLDSTOP | SA_NOCLDWAIT));
+			set_prog_act(sig, act);
 			r = __sigaction(sig, &ours, NULL);
-			sigs[sig].held = r == 0;
+			sigs[sig].held = sigs[sig].held || r == 0;
 		}
 	}
 	tfa_unlock(&sig_lock);

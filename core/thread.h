@@ -85,6 +85,7 @@ typedef struct tfa_tls_s {
 	uint32_t holds_all_locks;  /* this thread is forking and holds every lock */
 	uint32_t in_shim;          /* depth of shim calls on this thread */
 	int pending_signal;        /* a fatal signal that arrived inside a shim call */
+	uint64_t deferred;         /* signals (bit sig - 1) blocked until the shim call ends */
 	uint32_t table_depth;      /* pointer-table sections announced */
 	uint32_t recent_pos;
 	tfa_thread_rec_t *rec;

@@ -4,17 +4,19 @@
  * calloc, realloc, posix_memalign and free calls on random sizes, and hand
  * blocks to each other through mailboxes so that most frees are cross-thread.
  * Every call is mirrored in the ledger with atomics: the counts at exit are
- * exact.  At the end every block is freed except LEAK_PER_THREAD blocks of
- * each thread (known sizes).  argv[1]: seconds (default 1.0; the run also
- * stops after MAX_OPS operations per thread); "baseline" starts and joins the
- * same threads, which do nothing.
+ * exact.  A thread that drains its mailbox reallocs every 4th block it got
+ * before it frees it.  At the end every block is freed except LEAK_PER_THREAD
+ * blocks of each thread (known sizes).  argv[1]: seconds (default 1.0; the
+ * run also stops after MAX_OPS operations per thread); argv[2]: threads
+ * (default 4, at most MAX_NT); "baseline [threads]" starts and joins the same
+ * threads, which do nothing.  Prints "churn: N operations" on stderr.
  */
 #include <pthread.h>
 #include <time.h>
 
 #include "tp_common.h"
 
-#define NT              4
+#define MAX_NT          64
 #define SLOTS           512
 #define MAILBOX         1024
 #define MAX_OPS         2000000
@@ -27,7 +29,8 @@ typedef struct mailbox_s {
 	int n;
 } mailbox_t;
 
-static mailbox_t boxes[NT];
+static mailbox_t boxes[MAX_NT];
+static int NT = 4;
 static double seconds = 1.0;
 static int baseline;
 static long long ops_done;
@@ -71,6 +74,15 @@ drain(mailbox_t *b)
 	b->n = 0;
 	pthread_mutex_unlock(&b->lock);
 	for (int i = 0; i < n; i++) {
+		if (i % 4 == 3) {
+			/* another thread's block, resized here first */
+			size_t m = size[i] / 2 + 1;
+			void *q = realloc(ptr[i], m);
+			TP_CHECK(q != NULL, "realloc to %zu", m);
+			tp_l_realloc_mt((long long)size[i], (long long)m);
+			ptr[i] = q;
+			size[i] = m;
+		}
 		free(ptr[i]);
 		tp_l_free_mt((long long)size[i]);
 	}
@@ -172,10 +184,13 @@ main(int argc, char **argv)
 	baseline = tp_is_baseline(argc, argv);
 	if (!baseline && argc > 1)
 		seconds = atof(argv[1]);
+	if (argc > 2)
+		NT = atoi(argv[2]);
+	TP_CHECK(NT >= 2 && NT <= MAX_NT, "threads: 2 to %d", MAX_NT);
 	tp_ledger.peak_unknown = 1;
 	for (int t = 0; t < NT; t++)
 		pthread_mutex_init(&boxes[t].lock, NULL);
-	pthread_t th[NT];
+	pthread_t th[MAX_NT];
 	for (int t = 0; t < NT; t++)
 		TP_CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0,
 		         "pthread_create");

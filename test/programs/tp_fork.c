@@ -18,6 +18,13 @@
  * leaks 100 bytes and exits 0.  A child that hangs on a lock the fork caught
  * held makes the test time out.
  *
+ * Mode "storm N": three threads malloc, realloc and free without pause while
+ * the main thread forks N children one after the other; each child makes
+ * 20,000 allocations and frees of its own, on two threads (its own thread
+ * started after the fork), leaks 100 bytes and leaves through exit() (odd
+ * children through _exit()); every 4th child first forks a grandchild that
+ * does the same on one thread.  Prints "GRANDCHILD pid" lines too.
+ *
  * Prints "PARENT pid" and "CHILD pid" lines.
  */
 #include <pthread.h>
@@ -73,6 +80,105 @@ fork_threads(int children)
 	return 0;
 }
 
+/* 20,000 allocations of assorted sizes, all freed; arg != NULL: the half of it on a thread. */
+static void *
+child_work(void *arg)
+{
+	void *keep[64] = { 0 };
+	int n = arg != NULL ? 10000 : 20000;
+	for (int i = 0; i < n; i++) {
+		int k = i % 64;
+		free(keep[k]);
+		keep[k] = (i % 7 == 0) ? calloc(1, 40 + (size_t)(i % 900)) : malloc(8 + (size_t)(i % 3000));
+		TP_CHECK(keep[k] != NULL, "allocation in a child");
+		if (i % 5 == 0) {
+			void *q = realloc(keep[k], 16 + (size_t)(i % 5000));
+			TP_CHECK(q != NULL, "realloc in a child");
+			keep[k] = q;
+		}
+	}
+	for (int k = 0; k < 64; k++)
+		free(keep[k]);
+	return NULL;
+}
+
+static void
+storm_child(int i, int depth)
+{
+	if (depth == 0) {
+		pthread_t th;
+		static int half;
+		TP_CHECK(pthread_create(&th, NULL, child_work, &half) == 0, "pthread_create in a child");
+		child_work(&half);
+		TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join in a child");
+	} else {
+		child_work(NULL);
+	}
+	void *leak = malloc(100);
+	TP_CHECK(leak != NULL, "malloc in a child");
+	TP_KEEP(leak);
+	if (i % 2 == 1)
+		_exit(0);
+	exit(0);
+}
+
+static void
+wait_ok(pid_t pid, const char *what, int i)
+{
+	int status;
+	TP_CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	TP_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s %d status 0x%x", what, i, status);
+}
+
+static void *
+storm_spinner(void *arg)
+{
+	unsigned n = (unsigned)(uintptr_t)arg;
+	while (!stop) {
+		void *p = malloc(16 + n % 5000);
+		TP_CHECK(p != NULL, "malloc");
+		void *q = realloc(p, 32 + n % 9000);
+		TP_CHECK(q != NULL, "realloc");
+		void *r = calloc(1, 32 + n % 700);
+		TP_CHECK(r != NULL, "calloc");
+		free(q);
+		free(r);
+		n += 7;
+	}
+	return NULL;
+}
+
+static int
+fork_storm(int children)
+{
+	pthread_t th[3];
+	for (int t = 0; t < 3; t++)
+		TP_CHECK(pthread_create(&th[t], NULL, storm_spinner, (void *)(uintptr_t)(t * 1000)) == 0,
+		         "pthread_create");
+	tp_out("PARENT %d\n", (int)getpid());
+	for (int i = 0; i < children; i++) {
+		pid_t pid = fork();
+		TP_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			if (i % 4 == 0) {
+				pid_t g = fork();
+				TP_CHECK(g >= 0, "fork in a child");
+				if (g == 0)
+					storm_child(i, 1);
+				tp_out("GRANDCHILD %d\n", (int)g);
+				wait_ok(g, "grandchild of child", i);
+			}
+			storm_child(i, 0);
+		}
+		tp_out("CHILD %d\n", (int)pid);
+		wait_ok(pid, "child", i);
+	}
+	stop = 1;
+	for (int t = 0; t < 3; t++)
+		TP_CHECK(pthread_join(th[t], NULL) == 0, "pthread_join");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -80,6 +186,8 @@ main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && strcmp(argv[1], "threads") == 0)
 		return fork_threads(atoi(argv[2]));
+	if (argc > 2 && strcmp(argv[1], "storm") == 0)
+		return fork_storm(atoi(argv[2]));
 	int use_underscore_exit = argc > 1 && strcmp(argv[1], "_exit") == 0;
 
 	unsigned char *x = malloc(3000);
