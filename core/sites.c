@@ -52,8 +52,8 @@ cache_move(tfa_sites_t *t, tfa_site_delta_t *d)
 static void
 seq_begin(tfa_site_delta_t *d)
 {
-	__atomic_store_n(&d->seq, d->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* Acquire: the figures' stores below stay after the odd count (a move is rare). */
+	__atomic_fetch_add(&d->seq, 1, __ATOMIC_ACQ_REL);
 }
 
 static void
@@ -109,12 +109,12 @@ pending_take(void *arg, tfa_thread_rec_t *r)
 			uint32_t seq = __atomic_load_n(&d->seq, __ATOMIC_ACQUIRE);
 			if (seq & 1)
 				continue;
-			copy.stack_id = __atomic_load_n(&d->stack_id, __ATOMIC_RELAXED);
-			copy.allocs = __atomic_load_n(&d->allocs, __ATOMIC_RELAXED);
-			copy.total_bytes = __atomic_load_n(&d->total_bytes, __ATOMIC_RELAXED);
-			copy.in_use_bytes = __atomic_load_n(&d->in_use_bytes, __ATOMIC_RELAXED);
-			copy.in_use_blocks = __atomic_load_n(&d->in_use_blocks, __ATOMIC_RELAXED);
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			/* Acquire loads: the second look at seq stays after them. */
+			copy.stack_id = __atomic_load_n(&d->stack_id, __ATOMIC_ACQUIRE);
+			copy.allocs = __atomic_load_n(&d->allocs, __ATOMIC_ACQUIRE);
+			copy.total_bytes = __atomic_load_n(&d->total_bytes, __ATOMIC_ACQUIRE);
+			copy.in_use_bytes = __atomic_load_n(&d->in_use_bytes, __ATOMIC_ACQUIRE);
+			copy.in_use_blocks = __atomic_load_n(&d->in_use_blocks, __ATOMIC_ACQUIRE);
 			whole = __atomic_load_n(&d->seq, __ATOMIC_RELAXED) == seq;
 		}
 		if (whole && copy.stack_id != 0
