@@ -1000,13 +1000,10 @@ out_close:
 }
 
 void
-tfa_profile_free(tfa_profile_t *p)
+tfa_profile_free_tables(tfa_profile_t *p)
 {
-	if (p == NULL)
-		return;
 	free(p->devices);
 	free(p->leaks);
-	free(p->errors);
 	free(p->modules);
 	free(p->stacks);
 	free(p->pcs);
@@ -1018,6 +1015,31 @@ tfa_profile_free(tfa_profile_t *p)
 	free(p->res_devices);
 	free(p->cleanups);
 	free(p->cleanup_groups);
+	p->devices = NULL;
+	p->leaks = NULL;
+	p->modules = NULL;
+	p->stacks = NULL;
+	p->pcs = NULL;
+	p->sites = NULL;
+	p->timeline = NULL;
+	p->dev_timelines = NULL;
+	p->dev_points = NULL;
+	p->resources = NULL;
+	p->res_devices = NULL;
+	p->cleanups = NULL;
+	p->cleanup_groups = NULL;
+	p->ndevices = p->nleaks = p->nmodules = p->nstacks = p->npcs = p->nsites = 0;
+	p->ntimeline = p->ndev_timelines = p->ndev_points = p->nresources = 0;
+	p->nres_devices = p->ncleanups = p->ncleanup_groups = 0;
+}
+
+void
+tfa_profile_free(tfa_profile_t *p)
+{
+	if (p == NULL)
+		return;
+	tfa_profile_free_tables(p);
+	free(p->errors);
 	strings_free(p->strings_);
 	memset(p, 0, sizeof(*p));
 }

@@ -257,4 +257,11 @@ uint64_t tfa_profile_error_sums(const tfa_profile_t *p, uint64_t out[TFA_ERRC_FI
 /* Frees everything tfa_profile_parse allocated and zeroes p.  NULL or a zeroed profile: no-op. */
 void tfa_profile_free(tfa_profile_t *p);
 
+/*
+ * Frees the tables of p (devices, leaks, modules, stacks, sites, timelines,
+ * resources, cleanups) and empties them; its strings, errors and scalar
+ * fields stay: what a reader of many profiles keeps of one it is done with.
+ */
+void tfa_profile_free_tables(tfa_profile_t *p);
+
 #endif /* TFA_CORE_PROFILE_READ_H */

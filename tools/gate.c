@@ -340,35 +340,7 @@ gate_judge(struct gate *gt, size_t i)
 		/* Its pid, names, path and error counts stay (the strings and errors). */
 		tfa_profile_symbols_free(gt->syms[i]);
 		gt->syms[i] = NULL;
-		free(p->devices);
-		free(p->leaks);
-		free(p->modules);
-		free(p->stacks);
-		free(p->pcs);
-		free(p->sites);
-		free(p->timeline);
-		free(p->dev_timelines);
-		free(p->dev_points);
-		free(p->resources);
-		free(p->res_devices);
-		free(p->cleanups);
-		free(p->cleanup_groups);
-		p->devices = NULL;
-		p->leaks = NULL;
-		p->modules = NULL;
-		p->stacks = NULL;
-		p->pcs = NULL;
-		p->sites = NULL;
-		p->timeline = NULL;
-		p->dev_timelines = NULL;
-		p->dev_points = NULL;
-		p->resources = NULL;
-		p->res_devices = NULL;
-		p->cleanups = NULL;
-		p->cleanup_groups = NULL;
-		p->ndevices = p->nleaks = p->nmodules = p->nstacks = p->npcs = p->nsites = 0;
-		p->ntimeline = p->ndev_timelines = p->ndev_points = p->nresources = 0;
-		p->nres_devices = p->ncleanups = p->ncleanup_groups = 0;
+		tfa_profile_free_tables(p);
 	}
 }
 
