@@ -15,10 +15,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/profile_read.h"
@@ -812,11 +814,32 @@ write_sarif(const struct gate *gt, const char *path)
 
 /* ---- the gate ------------------------------------------------------------------------------ */
 
+/*
+ * The report files can be written: opened (created when missing, never
+ * truncated: the gate writes them at the end) for writing now, so that a
+ * missing directory or a read-only disk is said before a long run, not after.
+ */
+static bool
+gate_output_ok(const char *option, const char *path)
+{
+	int fd = path != NULL ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644) : -2;
+
+	if (fd == -1) {
+		fprintf(stderr, "tfalloc: leak gate: %s %s: %s\n", option, path, strerror(errno));
+		return false;
+	}
+	if (fd >= 0)
+		close(fd);
+	return true;
+}
+
 int
-tfa_gate_check_suppressions(const tfa_gate_opts_t *g)
+tfa_gate_check_inputs(const tfa_gate_opts_t *g)
 {
 	struct gate gt = { .g = g };
 
+	if (!gate_output_ok("--junit", g->junit) || !gate_output_ok("--sarif", g->sarif))
+		return -1;
 	for (size_t i = 0; i < g->nsuppressions; i++)
 		gate_read_suppressions(&gt, g->suppressions[i]);
 	for (size_t i = 0; i < gt.nrules; i++) {

@@ -43,10 +43,11 @@ void tfa_gate_opts_init(tfa_gate_opts_t *g);
 int tfa_gate_parse_kinds(const char *list, unsigned *kinds);
 
 /*
- * Reads the suppression files before the command runs: a missing file or a
- * bad line is said (FILE:LINE) then, not after a long run.  0 or -1.
+ * Reads the suppression files and opens the --junit and --sarif files for
+ * writing before the command runs: a missing file, a bad line (FILE:LINE) or
+ * a report that cannot be written is said then, not after a long run.  0 or -1.
  */
-int tfa_gate_check_suppressions(const tfa_gate_opts_t *g);
+int tfa_gate_check_inputs(const tfa_gate_opts_t *g);
 
 /*
  * Gates the profiles in dir after the command ended with status cmd_status

@@ -851,7 +851,7 @@ tfa_cmd_run(int argc, char **argv)
 	if (run_find_library(&lib) < 0)
 		return TFA_EXIT_RUN_FAILED;
 	/* The line says what is wrong; 125 says the command did not run. */
-	if (o.gate.enabled && tfa_gate_check_suppressions(&o.gate) != 0) {
+	if (o.gate.enabled && tfa_gate_check_inputs(&o.gate) != 0) {
 		free(lib);
 		return TFA_EXIT_RUN_FAILED;
 	}

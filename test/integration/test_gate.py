@@ -119,6 +119,12 @@ def case_suppressions(ctx):
     missing = os.path.join(d, "missing")
     r = gate(ctx, [path], ALL + ["--suppressions", missing], 125, "a missing file")
     T.check_eq(r.err, "tfalloc: leak gate: suppressions %s: No such file or directory\n" % missing, "stderr")
+    # A report that cannot be written is said before the command runs too.
+    for opt in ("--junit", "--sarif"):
+        nowhere = os.path.join(d, "no-such-dir", "report")
+        r = gate(ctx, [path], ALL + [opt, nowhere], 125, "%s in a missing directory" % opt)
+        T.check_eq(r.err, "tfalloc: leak gate: %s %s: No such file or directory\n" % (opt, nowhere), "stderr")
+        T.check_eq((r.out, os.listdir(r.outdir)), ("", []), "output and profiles of a command that must not run")
 
 
 def case_program_failed(ctx):
