@@ -184,7 +184,7 @@ gate_read_suppressions(struct gate *gt, const char *path)
 	FILE *f = fopen(path, "r");
 
 	if (f == NULL) {
-		fprintf(stderr, "tfalloc: leak gate: suppressions %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: suppressions %s: %s\n", tfa_shown(path), strerror(errno));
 		gt->bad_input = true;
 		return;
 	}
@@ -217,7 +217,7 @@ gate_read_suppressions(struct gate *gt, const char *path)
 			gt->oom = true;
 	}
 	if (ferror(f)) {
-		fprintf(stderr, "tfalloc: leak gate: suppressions %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: suppressions %s: %s\n", tfa_shown(path), strerror(errno));
 		gt->bad_input = true;
 	}
 	fclose(f);
@@ -356,7 +356,7 @@ gate_read_profiles(struct gate *gt, const char *dir)
 	struct dirent *de;
 
 	if (d == NULL) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", dir, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(dir), strerror(errno));
 		gt->bad_input = true;
 		return;
 	}
@@ -600,7 +600,7 @@ write_junit(const struct gate *gt, const char *path)
 	size_t failures = 0;
 
 	if (f == NULL) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(path), strerror(errno));
 		return -1;
 	}
 	for (size_t i = 0; i < gt->nprofiles; i++)
@@ -648,7 +648,7 @@ write_junit(const struct gate *gt, const char *path)
 	}
 	fputs("  </testsuite>\n</testsuites>\n", f);
 	if (fclose(f) != 0) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(path), strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -717,7 +717,7 @@ write_sarif(const struct gate *gt, const char *path)
 	tfa_json_t j;
 
 	if (f == NULL) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(path), strerror(errno));
 		return -1;
 	}
 	tfa_json_init(&j, f);
@@ -806,7 +806,7 @@ write_sarif(const struct gate *gt, const char *path)
 	tfa_json_end_array(&j);
 	tfa_json_end_object(&j);
 	if (fclose(f) != 0) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(path), strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -825,7 +825,7 @@ gate_output_ok(const char *option, const char *path)
 	int fd = path != NULL ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644) : -2;
 
 	if (fd == -1) {
-		fprintf(stderr, "tfalloc: leak gate: %s %s: %s\n", option, path, strerror(errno));
+		fprintf(stderr, "tfalloc: leak gate: %s %s: %s\n", option, tfa_shown(path), strerror(errno));
 		return false;
 	}
 	if (fd >= 0)

@@ -264,7 +264,7 @@ target_open(struct target *t, const char *cmd, const char *arg)
 	errno = 0;
 	long v = strtol(arg, &end, 10);
 	if (errno != 0 || *end != '\0' || end == arg || v <= 0 || v > INT_MAX)
-		return live_usage_error(cmd, "'%s' is not a process id", arg);
+		return live_usage_error(cmd, "'%s' is not a process id", tfa_shown(arg));
 	t->pid = (pid_t)v;
 	snprintf(path, sizeof(path), "/proc/%d", (int)t->pid);
 	if (stat(path, &st) != 0 || process_gone(t->pid))
@@ -492,7 +492,7 @@ parse_seconds(const char *cmd, const char *opt, const char *v, double lo, double
 	errno = 0;
 	double d = strtod(v, &end);
 	if (errno != 0 || end == v || *end != '\0' || !(d >= lo) || d > 86400)
-		return live_usage_error(cmd, "%s '%s': not a number of seconds (%g to 86400)", opt, v, lo);
+		return live_usage_error(cmd, "%s '%s': not a number of seconds (%g to 86400)", opt, tfa_shown(v), lo);
 	*out = d;
 	return 0;
 }
@@ -568,7 +568,7 @@ tfa_cmd_snapshot(int argc, char **argv)
 			if (parse_seconds("snapshot", "--timeout", a + 10, 0.1, &timeout) != 0)
 				return TFA_EXIT_USAGE;
 		} else if (a[0] == '-' && a[1] != '\0') {
-			return live_usage_error("snapshot", "unknown option '%s'", a);
+			return live_usage_error("snapshot", "unknown option '%s'", tfa_shown(a));
 		} else if (pid_arg != NULL) {
 			return live_usage_error("snapshot", "one process id only");
 		} else {
@@ -783,14 +783,14 @@ tfa_cmd_top(int argc, char **argv)
 				errno = 0;
 				count = strtol(v, &end, 10);
 				if (errno != 0 || end == v || *end != '\0' || count <= 0)
-					return live_usage_error("top", "%s '%s': not a count (1 or more)", a, v);
+					return live_usage_error("top", "%s '%s': not a count (1 or more)", a, tfa_shown(v));
 			} else if (parse_seconds("top", a, v, strcmp(a, "--timeout") == 0 ? 0.1 : 0.05,
 						 strcmp(a, "--timeout") == 0 ? &timeout : &interval)
 				   != 0) {
 				return TFA_EXIT_USAGE;
 			}
 		} else if (a[0] == '-' && a[1] != '\0') {
-			return live_usage_error("top", "unknown option '%s'", a);
+			return live_usage_error("top", "unknown option '%s'", tfa_shown(a));
 		} else if (pid_arg != NULL) {
 			return live_usage_error("top", "one process id only");
 		} else {

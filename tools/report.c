@@ -2238,7 +2238,7 @@ tfa_cmd_report(int argc, char **argv)
 			top = a + 6;
 		} else {
 			free(paths);
-			return report_usage_error("unknown option '%s'", a);
+			return report_usage_error("unknown option '%s'", tfa_shown(a));
 		}
 	}
 	if (fmt != NULL && strcmp(fmt, "json") == 0) {
@@ -2252,7 +2252,7 @@ tfa_cmd_report(int argc, char **argv)
 	} else if (fmt != NULL && strcmp(fmt, "text") != 0) {
 		free(paths);
 		return report_usage_error("unknown format '%s' (text, json, folded, pprof or html)",
-		                          fmt);
+		                          tfa_shown(fmt));
 	}
 	if (by_name != NULL && format == REPORT_PPROF) {
 		free(paths);
@@ -2262,7 +2262,7 @@ tfa_cmd_report(int argc, char **argv)
 		free(paths);
 		return report_usage_error("unknown figure '%s' for --by (peak, leaked, in-use, "
 		                          "total or count)",
-		                          by_name);
+		                          tfa_shown(by_name));
 	}
 	if (format == REPORT_PPROF && out_path == NULL && isatty(STDOUT_FILENO)) {
 		free(paths);
@@ -2270,12 +2270,12 @@ tfa_cmd_report(int argc, char **argv)
 	}
 	if (top != NULL && report_parse_top(top) < 0) {
 		free(paths);
-		return report_usage_error("--top '%s': not a count (0 for all)", top);
+		return report_usage_error("--top '%s': not a count (0 for all)", tfa_shown(top));
 	}
 	if (by_name != NULL && format != REPORT_FOLDED && report_parse_by(by_name) < 0) {
 		free(paths);
 		return report_usage_error("--by '%s': a comma-separated list of peak, leaked, "
-		                          "total, count", by_name);
+		                          "total, count", tfa_shown(by_name));
 	}
 	if (out_path != NULL && out_path[0] == '\0') {
 		free(paths);
@@ -2306,7 +2306,7 @@ tfa_cmd_report(int argc, char **argv)
 	if (out_path != NULL) {
 		out = fopen(out_path, "w");
 		if (out == NULL) {
-			fprintf(stderr, "tfalloc: report: %s: %s\n", out_path, strerror(errno));
+			fprintf(stderr, "tfalloc: report: %s: %s\n", tfa_shown(out_path), strerror(errno));
 			report_free(&r);
 			report_free(&rb);
 			free(paths);
@@ -2339,12 +2339,12 @@ tfa_cmd_report(int argc, char **argv)
 		report_text(out, &r);
 	}
 	if (fflush(out) != 0 || ferror(out)) {
-		fprintf(stderr, "tfalloc: report: %s: %s\n", out_path ? out_path : "stdout",
+		fprintf(stderr, "tfalloc: report: %s: %s\n", out_path ? tfa_shown(out_path) : "stdout",
 		        strerror(errno));
 		status = 1;
 	}
 	if (out != stdout && fclose(out) != 0) {
-		fprintf(stderr, "tfalloc: report: %s: %s\n", out_path, strerror(errno));
+		fprintf(stderr, "tfalloc: report: %s: %s\n", tfa_shown(out_path), strerror(errno));
 		status = 1;
 	}
 	report_free(&r);

@@ -200,7 +200,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 			if (rc < 0)
 				return -1;
 			if (*v < '0' || *v > '9' || *end != '\0' || n < 1 || n > 255) {
-				run_fail("--leak-exitcode %s: not a status from 1 to 255", v);
+				run_fail("--leak-exitcode %s: not a status from 1 to 255", tfa_shown(v));
 				return -1;
 			}
 			o->gate.exitcode = (int)n;
@@ -215,7 +215,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 				return -1;
 			if (tfa_parse_size(v, &n) < 0 || (!bytes && (*v < '0' || *v > '9'))) {
 				run_fail("%s %s: not a %s", bytes ? "--max-leak-bytes" : "--max-leak-blocks",
-				         v, bytes ? "size (digits with an optional K, M, G or T suffix)"
+				         tfa_shown(v), bytes ? "size (digits with an optional K, M, G or T suffix)"
 				                  : "count");
 				return -1;
 			}
@@ -231,7 +231,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 				return -1;
 			if (tfa_gate_parse_kinds(v, &o->gate.kinds) < 0) {
 				run_fail("--leak-kinds %s: a comma-separated list of definite, indirect, "
-				         "possible, reachable, or all", v);
+				         "possible, reachable, or all", tfa_shown(v));
 				return -1;
 			}
 			o->gate.enabled = true;
@@ -258,7 +258,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 		if (strncmp(arg, "--quiet=", 8) == 0)
 			run_fail("option --quiet takes no value");
 		else
-			run_fail("unknown option '%s' (see 'tfalloc run --help')", arg);
+			run_fail("unknown option '%s' (see 'tfalloc run --help')", tfa_shown(arg));
 		return -1;
 	}
 	if (i >= argc) {
@@ -272,18 +272,18 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 		int rc = tfa_parse_size(o->limit, &v); /* the shim's own parser: the same syntax */
 
 		if (rc == -ERANGE) {
-			run_fail("--limit %s: too large", o->limit);
+			run_fail("--limit %s: too large", tfa_shown(o->limit));
 			return -1;
 		}
 		if (rc < 0) {
 			run_fail("--limit %s: not a size (digits with an optional K, M, G or T "
 			         "suffix)",
-			         o->limit);
+			         tfa_shown(o->limit));
 			return -1;
 		}
 	}
 	if (o->tag_by != NULL && strcmp(o->tag_by, "thread") != 0) {
-		run_fail("--tag-by %s: not one of: thread", o->tag_by);
+		run_fail("--tag-by %s: not one of: thread", tfa_shown(o->tag_by));
 		return -1;
 	}
 	if (o->allocator != NULL && strlen(o->allocator) >= RUN_ENV_STR_MAX) {
@@ -577,22 +577,22 @@ run_output_dir(const struct run_opts *o)
 	}
 	rc = run_mkdirs(dir);
 	if (rc < 0) {
-		run_fail("cannot create the output directory %s: %s", dir, strerror(-rc));
+		run_fail("cannot create the output directory %s: %s", tfa_shown(dir), strerror(-rc));
 		free(dir);
 		return NULL;
 	}
 	abs = realpath(dir, NULL);
 	if (abs == NULL) {
-		run_fail("output directory %s: %s", dir, strerror(errno));
+		run_fail("output directory %s: %s", tfa_shown(dir), strerror(errno));
 		free(dir);
 		return NULL;
 	}
 	if (access(abs, W_OK | X_OK) < 0) {
-		run_fail("output directory %s: %s", abs, strerror(errno));
+		run_fail("output directory %s: %s", tfa_shown(abs), strerror(errno));
 		goto out_free;
 	}
 	if (strlen(abs) >= RUN_ENV_STR_MAX - 64) {
-		run_fail("output directory %s: path too long", abs);
+		run_fail("output directory %s: path too long", tfa_shown(abs));
 		goto out_free;
 	}
 	free(dir);

@@ -123,6 +123,22 @@ main(int argc, char **argv)
 	return TFA_EXIT_USAGE;
 }
 
+const char *
+tfa_shown(const char *value)
+{
+	static char bufs[4][64 + 4];
+	static unsigned next;
+	char *b = bufs[next++ % 4];
+
+	if (value == NULL)
+		return "(null)";
+	if (strlen(value) <= 64)
+		return value;
+	memcpy(b, value, 64);
+	memcpy(b + 64, "...", 4);
+	return b;
+}
+
 int
 tfa_parse_name_list(const char *list, const tfa_name_bits_t *names, size_t n, unsigned *bits)
 {

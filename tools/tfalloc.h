@@ -44,4 +44,11 @@ typedef struct tfa_name_bits_s {
  */
 int tfa_parse_name_list(const char *list, const tfa_name_bits_t *names, size_t n, unsigned *bits);
 
+/*
+ * A value from the command line as an error line shows it: at most 64 bytes,
+ * then "..." (a 100 kB argument stays a line one can read).  The result lives
+ * until the fourth call after this one.
+ */
+const char *tfa_shown(const char *value);
+
 #endif /* TFA_TOOLS_TFALLOC_H */

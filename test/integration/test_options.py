@@ -241,6 +241,8 @@ def case_cli_sweep(ctx):
                 T.check_eq(len(lines), 1, "%s: lines on stderr: %s" % (what, [l[:200] for l in lines]))
                 T.check(lines[0].startswith("tfalloc: ") and words in lines[0],
                         "%s: the line does not say %r: %s" % (what, words, lines[0][:300]))
+                # The value is shown cut (64 bytes and "..."): a 100 kB argument, a short line.
+                T.check(len(lines[0]) < 400, "%s: a line of %d bytes" % (what, len(lines[0])))
                 T.check_eq(r.out, "", what + ": stdout (for run: the command must not run)")
         T.check(live.poll() is None, "tp_live ended during the sweep")
     finally:
