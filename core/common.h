@@ -10,6 +10,7 @@
 #ifndef TFA_CORE_COMMON_H
 #define TFA_CORE_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,34 @@ tfa_pow2_ceil(size_t x)
 	if (x > ((size_t)1 << (sizeof(size_t) * 8 - 1)))
 		return 0;
 	return (size_t)1 << (sizeof(size_t) * 8 - (size_t)__builtin_clzl(x - 1));
+}
+
+/*
+ * Single instructions without a lock prefix: atomic against a signal handler
+ * of this thread that runs in between, not against other cores.  For words
+ * only this thread writes while others may read them (a failed cmpxchg writes
+ * the old value back: harmless on such a word).
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_local_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired)
+{
+#if defined(__x86_64__)
+	bool ok;
+	__asm__ volatile("cmpxchgq %3, %1" : "=@ccz"(ok), "+m"(*p), "+a"(expected) : "r"(desired) : "memory");
+	return ok;
+#else
+	return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+#endif
+}
+
+static TFA_ALWAYS_INLINE void
+tfa_local_add_u64(void *p, int64_t delta)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)p) : "er"(delta) : "cc");
+#else
+	__atomic_fetch_add((uint64_t *)p, (uint64_t)delta, __ATOMIC_RELAXED);
+#endif
 }
 
 #endif /* TFA_CORE_COMMON_H */

@@ -186,35 +186,6 @@ tfa_ptr_access(tfa_ptr_held_t h)
 }
 
 /*
- * Single instructions without a lock prefix: atomic against a signal handler
- * of this thread that runs an operation on the same shard in between, not
- * against other cores.  For the words only the owner of a shard writes: its
- * empty slots and tombstones, and its count of used slots.  (A failed
- * cmpxchg writes the old value back: harmless on a word no other core writes.)
- */
-static TFA_ALWAYS_INLINE bool
-tfa_ptr_local_cas(uint64_t *p, uint64_t expected, uint64_t desired)
-{
-#if defined(__x86_64__)
-	bool ok;
-	__asm__ volatile("cmpxchgq %3, %1" : "=@ccz"(ok), "+m"(*p), "+a"(expected) : "r"(desired) : "memory");
-	return ok;
-#else
-	return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-#endif
-}
-
-static TFA_ALWAYS_INLINE void
-tfa_ptr_local_add(uint64_t *p, int64_t delta)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("addq %1, %0" : "+m"(*p) : "er"(delta) : "cc");
-#else
-	__atomic_fetch_add(p, (uint64_t)delta, __ATOMIC_RELAXED);
-#endif
-}
-
-/*
  * Keys: 0 an empty slot; an odd key a tombstone, the freed pointer + 1 (no
  * pointer the shim records is odd; what was freed there helps tell a double
  * free); TFA_PTR_BUSY a slot being filled.
@@ -315,6 +286,25 @@ extern uint8_t tfa_ptr_asym_announce;
 void tfa_ptr_table_init_barriers(void);
 
 /*
+ * Announces shard s at depth d of this thread's record r, then says whether a
+ * rebuild closed its gate (the caller then steps out: tfa_ptr_hold_gated).
+ * [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_announce(tfa_thread_rec_t *r, uint32_t d, tfa_ptr_shard_t *s)
+{
+	tfa_tls.table_depth = d + 1;
+	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
+		/* The closer of a gate issues the barrier between this store and the load below. */
+		__atomic_store_n(&r->announce[d], s, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} else {
+		(void)__atomic_exchange_n(&r->announce[d], s, __ATOMIC_SEQ_CST);
+	}
+	return __atomic_load_n(&s->gate, __ATOMIC_SEQ_CST) != 0;
+}
+
+/*
  * Holds the shard of ptr.  Nothing at all while the process has a single
  * thread (glibc clears __libc_single_threaded before the first thread starts,
  * never inside one of these sections), nor for the forking thread, which has
@@ -337,18 +327,10 @@ tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 		tfa_ptr_hold_locked(&h);
 		return h;
 	}
-	tfa_tls.table_depth = d + 1;
 	h.mode = TFA_PTR_ANNOUNCED;
 	h.rec = r;
 	h.depth = (uint8_t)d;
-	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
-		/* The closer of a gate issues the barrier between this store and the load below. */
-		__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	} else {
-		(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
-	}
-	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0))
+	if (tfa_unlikely(tfa_ptr_announce(r, d, h.shard)))
 		tfa_ptr_hold_gated(&h);
 	return h;
 }
@@ -427,13 +409,13 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 			if (key == 0)
 				__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
 		} else {
-			if (!tfa_ptr_local_cas(&slot->ptr, key, TFA_PTR_BUSY)) {
+			if (!tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY)) {
 				n--; /* a signal handler's insert took it: look at it again */
 				i = (i - 1) & mask;
 				continue;
 			}
 			if (key == 0)
-				tfa_ptr_local_add(&s->used, 1);
+				tfa_local_add_u64(&s->used, 1);
 		}
 		slot->size_meta = rec->size_meta;
 		slot->id_thread = rec->id_thread;
@@ -486,14 +468,14 @@ tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr, bool empty)
 	uint64_t mask = s->mask;
 
 	/* False: another thread freed ptr just now (a double free); only an exact tie goes unseen. */
-	if (tfa_unlikely(!tfa_ptr_local_cas(&slots[i].ptr, ptr, ptr + 1)))
+	if (tfa_unlikely(!tfa_local_cas_u64(&slots[i].ptr, ptr, ptr + 1)))
 		return false;
 	if (!empty || tfa_likely(__atomic_load_n(&slots[(i + 1) & mask].ptr, __ATOMIC_RELAXED) != 0))
 		return true;
 	for (uint64_t key = ptr + 1;;) {
-		if (!tfa_ptr_local_cas(&slots[i].ptr, key, 0))
+		if (!tfa_local_cas_u64(&slots[i].ptr, key, 0))
 			return true;
-		tfa_ptr_local_add(&s->used, -1);
+		tfa_local_add_u64(&s->used, -1);
 		i = (i - 1) & mask;
 		key = __atomic_load_n(&slots[i].ptr, __ATOMIC_RELAXED);
 		if (!TFA_PTR_IS_TOMBSTONE(key))
@@ -559,18 +541,10 @@ tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
 		tfa_ptr_hold_locked(&slow);
 		return slow;
 	}
-	tfa_tls.table_depth = d + 1;
 	h.mode = TFA_PTR_ANNOUNCED;
 	h.rec = r;
 	h.depth = (uint8_t)d;
-	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
-		/* The closer of a gate issues the barrier between this store and the load below. */
-		__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	} else {
-		(void)__atomic_exchange_n(&r->announce[d], h.shard, __ATOMIC_SEQ_CST);
-	}
-	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0)) {
+	if (tfa_unlikely(tfa_ptr_announce(r, d, h.shard))) {
 		slow = h;
 		tfa_ptr_hold_gated(&slow);
 		return slow;
@@ -604,9 +578,9 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
 			if (!shared) {
-				if (tfa_likely(tfa_ptr_local_cas(&slot->ptr, key, TFA_PTR_BUSY))) {
+				if (tfa_likely(tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY))) {
 					if (key == 0)
-						tfa_ptr_local_add(&s->used, 1);
+						tfa_local_add_u64(&s->used, 1);
 					break;
 				}
 			} else if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY,

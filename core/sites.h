@@ -83,14 +83,10 @@ tfa_site_catch_up(tfa_sites_t *t, tfa_site_t *s)
 static TFA_ALWAYS_INLINE void
 tfa_site_add(void *counter, int64_t delta, bool single)
 {
-#if defined(__x86_64__)
-	if (single) {
-		__asm__ volatile("addq %1, %0" : "+m"(*(int64_t *)counter) : "er"(delta) : "cc");
-		return;
-	}
-#endif
-	(void)single;
-	__atomic_fetch_add((int64_t *)counter, delta, __ATOMIC_RELAXED);
+	if (single)
+		tfa_local_add_u64(counter, delta);
+	else
+		__atomic_fetch_add((int64_t *)counter, delta, __ATOMIC_RELAXED);
 }
 
 /* A block of `bytes` made at stack_id.  [hot path] */
