@@ -506,38 +506,174 @@ json_text_kv(FILE *f, const char *key, const char *v, bool first)
 		fputs("null", f);
 }
 
-/* A frame as the compact objects of the JSON writer show it; its index in "frames" goes to the stack's text. */
+/*
+ * A process's frames already written, by what they were symbolized to: a
+ * deep recursion repeats the same few frames in every stack (trees' 100,000
+ * stacks with full stacks are 4 million frames of about 10 distinct ones),
+ * and formatting each into text to find it again took most of the report's
+ * time.  The symbolizer gives a frame's strings from its caches, so equal
+ * pointers mean equal text; unequal ones only miss the memo.  Per process:
+ * another process's symbolizer may reuse a freed string's address.
+ */
+struct json_frame_memo {
+	uint64_t pc, module_offset;
+	const char *function, *file, *module;
+	uint32_t line, flags;
+	uint32_t index; /* in "frames"; UINT32_MAX: an empty slot */
+};
+
+static struct json_frame_memo *json_memo; /* open addressing, json_memo_slots a power of 2 */
+static size_t json_memo_slots, json_memo_used;
+
+static uint64_t
+json_memo_hash(uint64_t pc, const char *function, uint32_t line)
+{
+	uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+
+	h ^= ((uint64_t)(uintptr_t)function + line) * 0xC2B2AE3D27D4EB4Full;
+	return h ^ (h >> 29);
+}
+
+static bool
+json_memo_same(const struct json_frame_memo *m, const tfa_sym_frame_t *fr)
+{
+	return m->pc == fr->pc && m->function == fr->function && m->file == fr->file
+	       && m->module == fr->module && m->line == fr->line && m->flags == fr->flags
+	       && m->module_offset == fr->module_offset;
+}
+
+/* The slot of fr: its entry, or the empty slot where it goes; NULL without a memo. */
+static struct json_frame_memo *
+json_memo_slot(const tfa_sym_frame_t *fr)
+{
+	if (json_memo == NULL)
+		return NULL;
+	size_t mask = json_memo_slots - 1;
+	for (size_t k = json_memo_hash(fr->pc, fr->function, fr->line) & mask;; k = (k + 1) & mask)
+		if (json_memo[k].index == UINT32_MAX || json_memo_same(&json_memo[k], fr))
+			return &json_memo[k];
+}
+
+static void
+json_memo_reset(void)
+{
+	free(json_memo);
+	json_memo = NULL;
+	json_memo_slots = json_memo_used = 0;
+}
+
+/* Remembers fr at index; without memory, the next frames are only formatted again. */
+static void
+json_memo_add(const tfa_sym_frame_t *fr, uint32_t index)
+{
+	if (2 * (json_memo_used + 1) > json_memo_slots) {
+		size_t nslots = json_memo_slots == 0 ? 256 : json_memo_slots * 2;
+		struct json_frame_memo *old = json_memo, *m = malloc(nslots * sizeof(*m));
+		size_t oslots = json_memo_slots;
+		if (m == NULL)
+			return;
+		for (size_t i = 0; i < nslots; i++)
+			m[i].index = UINT32_MAX;
+		json_memo = m;
+		json_memo_slots = nslots;
+		for (size_t i = 0; i < oslots; i++) {
+			if (old[i].index == UINT32_MAX)
+				continue;
+			size_t k = json_memo_hash(old[i].pc, old[i].function, old[i].line) & (nslots - 1);
+			while (m[k].index != UINT32_MAX)
+				k = (k + 1) & (nslots - 1);
+			m[k] = old[i];
+		}
+		free(old);
+	}
+	struct json_frame_memo *slot = json_memo_slot(fr);
+	*slot = (struct json_frame_memo){ .pc = fr->pc, .module_offset = fr->module_offset,
+					  .function = fr->function, .file = fr->file, .module = fr->module,
+					  .line = fr->line, .flags = fr->flags, .index = index };
+	json_memo_used++;
+}
+
+/* A growing text (a stack's list of frame indices). */
+struct json_buf {
+	char *text;
+	size_t len, cap;
+	bool oom;
+};
+
+static void
+json_buf_put(struct json_buf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t ncap = b->cap == 0 ? 256 : b->cap;
+		while (b->len + n + 1 > ncap)
+			ncap *= 2;
+		char *t = realloc(b->text, ncap);
+		if (t == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->text = t;
+		b->cap = ncap;
+	}
+	memcpy(b->text + b->len, s, n);
+	b->len += n;
+	b->text[b->len] = '\0';
+}
+
+/* The frame's text as the compact objects of the JSON writer show it; NULL when memory ran out. */
+static char *
+json_frame_text(const tfa_sym_frame_t *fr, size_t *len)
+{
+	char buf[32], *text = NULL;
+	FILE *f = open_memstream(&text, len);
+
+	if (f == NULL)
+		return NULL;
+	fputc('{', f);
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->pc);
+	json_text_kv(f, "address", buf, true);
+	json_text_kv(f, "function", fr->function, false);
+	json_text_kv(f, "file", fr->file, false);
+	if (fr->line != 0)
+		fprintf(f, ", \"line\": %" PRIu32, fr->line);
+	else
+		fputs(", \"line\": null", f);
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->module_offset);
+	json_text_kv(f, "module", fr->module, false);
+	json_text_kv(f, "offset", fr->module != NULL ? buf : NULL, false);
+	fprintf(f, ", \"inlined\": %s}", (fr->flags & TFA_SYM_INLINED) != 0 ? "true" : "false");
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* A frame of a stack: its index in "frames" goes to the stack's text. */
 static void
 json_frame(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 {
-	FILE *stack = ctx;
-	char buf[32], *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	struct json_buf *stack = ctx;
+	struct json_frame_memo *m = json_memo_slot(fr);
 	uint32_t fi = UINT32_MAX;
 
-	if (f != NULL) {
-		fputc('{', f);
-		snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->pc);
-		json_text_kv(f, "address", buf, true);
-		json_text_kv(f, "function", fr->function, false);
-		json_text_kv(f, "file", fr->file, false);
-		if (fr->line != 0)
-			fprintf(f, ", \"line\": %" PRIu32, fr->line);
-		else
-			fputs(", \"line\": null", f);
-		snprintf(buf, sizeof(buf), "0x%" PRIx64, fr->module_offset);
-		json_text_kv(f, "module", fr->module, false);
-		json_text_kv(f, "offset", fr->module != NULL ? buf : NULL, false);
-		fprintf(f, ", \"inlined\": %s}", (fr->flags & TFA_SYM_INLINED) != 0 ? "true" : "false");
-		if (fclose(f) == 0)
+	if (m != NULL && m->index != UINT32_MAX) {
+		fi = m->index;
+	} else {
+		size_t len = 0;
+		char *text = json_frame_text(fr, &len);
+		if (text != NULL)
 			fi = json_stacks_intern(json_frames, text, len);
-		else
-			free(text);
+		if (fi != UINT32_MAX)
+			json_memo_add(fr, fi);
 	}
 	if (fi == UINT32_MAX)
 		json_frames->oom = true;
-	fprintf(stack, index > 0 ? ", %" PRIu32 : "%" PRIu32, fi);
+	char num[16];
+	int n = snprintf(num, sizeof(num), index > 0 ? ", %" PRIu32 : "%" PRIu32, fi);
+	json_buf_put(stack, num, (size_t)n);
 }
 
 /* "KEY": the index of the stack in "stack_table" (an empty list when unknown). */
@@ -550,18 +686,14 @@ json_stack(tfa_json_t *j, struct report_entry *e, const char *key, uint32_t id)
 		tfa_json_kv_u64(j, key, json_stack_index[id] - 1);
 		return;
 	}
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (f != NULL) {
-		fputc('[', f);
-		(void)for_each_frame(e, id, json_frame, f);
-		fputc(']', f);
-		if (fclose(f) == 0)
-			index = json_stacks_intern(json_stacks, text, len);
-		else
-			free(text);
-	}
+	struct json_buf text = { 0 };
+	json_buf_put(&text, "[", 1);
+	(void)for_each_frame(e, id, json_frame, &text);
+	json_buf_put(&text, "]", 1);
+	if (!text.oom)
+		index = json_stacks_intern(json_stacks, text.text, text.len);
+	else
+		free(text.text);
 	if (index == UINT32_MAX)
 		json_stacks->oom = true;
 	else if (id < json_stack_ids)
@@ -888,6 +1020,7 @@ report_json(FILE *f, struct report *r)
 		if (json_stack_index == NULL)
 			json_stack_ids = 0;
 		json_process(&j, &r->entries[i]);
+		json_memo_reset();
 		free(json_stack_index);
 		json_stack_index = NULL;
 		json_stack_ids = 0;
