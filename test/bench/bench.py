@@ -799,6 +799,7 @@ def summarize(cells, workloads, mode_names, header, report, elapsed, args, profi
         summary.append(entry)
 
     footnotes = []
+    goals = targets(rows, summary, report)
     if any(r["mode"] == "lsan" and r["status"] == "WRONG" for r in rows):
         footnotes.append(LSAN_SIGNAL_NOTE)
     return {"header": header, "profile": profile, "reps": args.reps, "footnotes": footnotes,
@@ -806,7 +807,54 @@ def summarize(cells, workloads, mode_names, header, report, elapsed, args, profi
             "workloads": {w.name: {"kind": w.kind, "describe": w.describe, "env": w.env,
                                    "size": w.sizes[profile], "small_size": w.sizes["small"]}
                           for w in workloads},
-            "rows": rows, "summary": summary, "tfalloc_report": report}
+            "rows": rows, "summary": summary, "tfalloc_report": report, "targets": goals}
+
+
+def targets(rows, summary, report):
+    """The performance issue's targets against this run: [target, measured, "met"/"missed"]."""
+    by_mode = {e["mode"]: e for e in summary}
+    out = []
+
+    def verdict(ok):
+        return "met" if ok else "missed"
+
+    def ratio_goal(mode, limit, what):
+        e = by_mode.get(mode, {})
+        if "geomean_vs_jemalloc" in e:
+            g = e["geomean_vs_jemalloc"]
+            out.append([f"{mode}: geomean <= {limit}x jemalloc{what}", f"{g:.2f}x", verdict(g <= limit)])
+
+    ratio_goal("tfalloc", 1.25, "")
+    e = by_mode.get("tfalloc", {})
+    if "worst_vs_jemalloc" in e:
+        over = sorted((r["workload"], r["ratio_jemalloc"]) for r in rows
+                      if r["mode"] == "tfalloc" and r.get("ratio_jemalloc", 0) > 1.5)
+        out.append(["tfalloc: no workload above 1.5x",
+                    ", ".join(f"{w} {x:.2f}x" for w, x in over) or f"worst {e['worst_vs_jemalloc']:.2f}x",
+                    verdict(not over)])
+    ratio_goal("tfalloc-stacks", 2.5, " (full stacks)")
+    stacks = {r["workload"]: r for r in rows if r["mode"] == "tfalloc-stacks" and "median_s" in r}
+    heap = {r["workload"]: r for r in rows if r["mode"] == "heaptrack" and "median_s" in r}
+    pairs = [(w, stacks[w]["median_s"] / heap[w]["median_s"]) for w in stacks
+             if w in heap and (w, "heaptrack") not in NOT_COMPARABLE]
+    if pairs:
+        within = [w for w, x in pairs if x <= 1 / 3]
+        out.append(["tfalloc-stacks: at most 1/3 of heaptrack's time, every workload",
+                    f"{len(within)} of {len(pairs)}: "
+                    + ", ".join(f"{w} {x:.2f}" for w, x in sorted(pairs)),
+                    verdict(len(within) == len(pairs))])
+    ratio_goal("tfalloc-sampled", 1.1, " (sampled stacks)")
+    for mode, pct in (("tfalloc", 80), ("tfalloc-stacks", 50)):
+        e = by_mode.get(mode, {})
+        if "churn_throughput_pct_of_jemalloc" in e:
+            got = e["churn_throughput_pct_of_jemalloc"]
+            out.append([f"{mode}: churn keeps >= {pct}% of jemalloc's throughput", f"{got:.0f}%",
+                        verdict(got >= pct)])
+    if report:
+        worst = max(report[f]["median_s"] for f in ("json", "text"))
+        out.append([f"tfalloc report on the densest profile ({report.get('mode')}) under 1 s",
+                    f"{worst:.2f} s", verdict(worst < 1.0)])
+    return out
 
 
 def table(headers, rows, right):
@@ -905,16 +953,30 @@ def render(res):
                    f"--format json {rep['json']['median_s']:.3f} s, "
                    f"--format text {rep['text']['median_s']:.3f} s "
                    f"(median of {REPORT_REPS}; exit: {rep['json']['status']})")
+    je_rss = {r["workload"]: r["maxrss_kb"] for r in res["rows"]
+              if r["mode"] == "jemalloc" and r.get("maxrss_kb")}
+
+    def over_jemalloc(r):
+        if not r.get("maxrss_kb") or r["workload"] not in je_rss:
+            return "-"
+        d = (r["maxrss_kb"] - je_rss[r["workload"]]) * 1024
+        return ("-" if d < 0 else "") + fmt_bytes(abs(d))
+
     trows = [[r["workload"], r["mode"], fmt_bytes(r["pointer_table_bytes"]),
               fmt_bytes(r["stack_table_bytes"]) if r.get("stack_table_bytes") else "-",
-              fmt_bytes(r["maxrss_kb"] * 1024) if r.get("maxrss_kb") else "-"]
+              fmt_bytes(r["maxrss_kb"] * 1024) if r.get("maxrss_kb") else "-", over_jemalloc(r)]
              for r in res["rows"] if r.get("pointer_table_bytes")]
     if trows:
         out.append("")
         out.append("the shim's tables at the end of the run (the largest process of the first run): "
-                   "pointer table, stack table (stacks, index, site figures), and the run's RSS")
-        out += table(["workload", "mode", "pointer table", "stack table", "RSS"], trows,
-                     [False, False, True, True, True])
+                   "pointer table, stack table (stacks, index, site figures), the run's RSS, and "
+                   "how much that is above plain jemalloc's")
+        out += table(["workload", "mode", "pointer table", "stack table", "RSS", "over jemalloc"], trows,
+                     [False, False, True, True, True, True])
+    if res.get("targets"):
+        out.append("")
+        out.append("the performance targets (issue 3) in this run:")
+        out += table(["target", "measured", ""], res["targets"], [False, False, False])
     for note in res["footnotes"]:
         out.append("")
         out.append(note)
