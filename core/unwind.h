@@ -92,4 +92,18 @@ unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max
  */
 void tfa_unwind_flush_caches(void);
 
+/*
+ * A test hook: with `on` set (by preload/unwind_verify.c, linked into the
+ * test build libtfalloc_verify.so only, never into libtfalloc.so), every
+ * capture that core/cfi.c served in TFA_STACKS_UNWIND is made again by
+ * libunwind and the two compared; the first mismatch is kept.
+ */
+typedef struct tfa_unwind_verify_s {
+	bool on;
+	uint64_t walks, mismatches;
+	unsigned first_n[2];      /* cfi.c's frames, libunwind's */
+	uintptr_t first[2][32];
+} tfa_unwind_verify_t;
+extern tfa_unwind_verify_t tfa_unwind_verify;
+
 #endif /* TFA_CORE_UNWIND_H */
