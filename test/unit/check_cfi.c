@@ -145,8 +145,12 @@ START_TEST(test_cfi_through_libc_and_cxx)
 
 	frames_qsort(probe_here, &p);
 	check_probe(&p, false, "qsort");
-	ck_assert(has_function(&p, "frames_qsort"));
-	ck_assert(has_function(&p, "qsort_r") || has_function(&p, "qsort"));
+	/* probe_here, by_value, then libc's qsort frames (or a sanitizer's). */
+	unsigned at = 0;
+	while (at < p.n && strcmp(function_of(p.pcs[at]), "frames_qsort") != 0)
+		at++;
+	ck_assert_uint_lt(at, p.n);
+	ck_assert_uint_ge(at, 3);
 
 	struct probe q = { 0 };
 	frames_cxx(probe_here, &q);
