@@ -304,9 +304,9 @@ libunwind_load(void)
 	    || local_addr_space == NULL)
 		goto out;
 
-	ret = tfa_cfi_init();
-	if (ret != 0)
-		goto out;
+	/* Without its rule cache, cfi.c refuses every walk, and libunwind serves them all. */
+	int no_cache = tfa_cfi_init();
+	(void)no_cache;
 	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
 	libunwind.flush_cache = flush_cache;
 	libunwind.local_addr_space = local_addr_space;
@@ -314,8 +314,12 @@ libunwind_load(void)
 
 	/*
 	 * libunwind's first use: its pthread key (created now, it is a low one,
-	 * whose setspecific never allocates) and this thread's cache.
+	 * whose setspecific never allocates) and this thread's cache.  Called
+	 * directly: cfi.c would serve a capture, and leave libunwind's first
+	 * use to the first stack it refuses.  Then cfi.c's own first walk.
 	 */
+	void *unw_warm_up[INTERNAL_FRAMES_MAX];
+	(void)backtrace(unw_warm_up, (int)TFA_ARRAY_SIZE(unw_warm_up));
 	uintptr_t warm_up[INTERNAL_FRAMES_MAX];
 	(void)tfa_unwind_capture(TFA_STACKS_UNWIND, warm_up, TFA_ARRAY_SIZE(warm_up), 0);
 	ret = 0;
