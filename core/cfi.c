@@ -22,7 +22,7 @@
  * tables in encodings other than the ones gcc and ld write, a read outside
  * the stack's known bounds, a frame whose CFA does not lie above the last.
  *
- * Where the walk starts: the frame record of tfa_cfi_backtrace itself (it
+ * Where the walk starts: the frame record of tfa_cfi_capture itself (it
  * takes __builtin_frame_address, so it has one): [fp] is the caller's %rbp,
  * [fp + 8] the return address into the caller, fp + 16 the caller's %rsp.
  * From then on every pc is a return address, and its rule is the one at
@@ -727,15 +727,17 @@ refuse(void)
 
 /* Reads other functions' stack frames: not instrumented by ASan. */
 __attribute__((no_sanitize_address)) TFA_NOINLINE int
-tfa_cfi_backtrace(void **frames, int size, uintptr_t stack_end)
+tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
+		unsigned limit, uintptr_t stack_end)
 {
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
 	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 	const uintptr_t lo = fp;
-	int n = 0;
+	unsigned seen = 0, n = 0;
+	bool anchored = false;
 
-	if (tfa_unlikely(table == NULL || size <= 0 || stack_end <= fp + 16))
+	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16))
 		return refuse();
 
 	const uintptr_t *record = (const uintptr_t *)fp;
@@ -746,8 +748,28 @@ tfa_cfi_backtrace(void **frames, int size, uintptr_t stack_end)
 			break; /* as libunwind: a zero return address ends the stack */
 		if (tfa_unlikely(pc < PC_MIN))
 			return refuse();
-		frames[n++] = (void *)pc;
-		if (n == size)
+		/* The frames before the anchor are the capture's own; then `skip` more. */
+		if (tfa_likely(anchored)) {
+			if (skip == 0) {
+				pcs[n++] = pc;
+				if (n == max)
+					break;
+			} else {
+				skip--;
+			}
+		} else if (pc == anchor) {
+			anchored = true;
+			if (skip == 0) {
+				pcs[n++] = pc;
+				if (n == max)
+					break;
+			} else {
+				skip--;
+			}
+		} else if (seen >= search) {
+			return 0;
+		}
+		if (++seen == limit)
 			break;
 
 		uint64_t rule = rule_of(table, pc, gen);
@@ -770,7 +792,7 @@ tfa_cfi_backtrace(void **frames, int size, uintptr_t stack_end)
 		pc = *(const uintptr_t *)ra_at;
 		sp = cfa;
 	}
-	return n;
+	return anchored ? (int)n : 0;
 }
 
 /* ---- interface ---------------------------------------------------------------------------- */

@@ -183,8 +183,8 @@ static struct {
 } libunwind;
 
 /*
- * The frames of a walk (tfa_cfi_backtrace's or unw_backtrace's, the same
- * convention) from the anchor on, after `skip`.  The first entry is the
+ * The frames of unw_backtrace's walk from the anchor on, after `skip`
+ * (tfa_cfi_capture does the same as it walks).  The first entry is the
  * return address into unwind_capture, so the anchor is found at index 1 (2
  * when unwind_capture is split or its call is not inlined): what comes
  * before it is the capture's own.  libunwind up to 1.6 records return
@@ -216,7 +216,7 @@ from_anchor(void *const *frames, int got, uintptr_t anchor, uintptr_t *pcs, unsi
 	return n;
 }
 
-static void verify(void *const *frames, int got, uintptr_t anchor, unsigned max, unsigned skip);
+static void verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip);
 
 /*
  * The walk of core/cfi.c, or libunwind's where it refuses (a signal frame,
@@ -227,19 +227,21 @@ static TFA_NOINLINE unsigned
 unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 {
 	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
-	void *frames[TFA_UNWIND_FRAMES_MAX];
 	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
 
 	if (backtrace == NULL)
 		return 0;
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
-	int got = tfa_cfi_backtrace(frames, (int)want,
-				    fp_stack_end((uintptr_t)__builtin_frame_address(0)));
-	if (got < 0)
-		got = backtrace(frames, (int)want);
-	else if (tfa_unlikely(tfa_unwind_verify.on))
-		verify(frames, got, anchor, max, skip);
+	int got = tfa_cfi_capture(anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
+				  fp_stack_end((uintptr_t)__builtin_frame_address(0)));
+	if (tfa_likely(got >= 0)) {
+		if (tfa_unlikely(tfa_unwind_verify.on))
+			verify(pcs, (unsigned)got, anchor, max, skip);
+		return (unsigned)got;
+	}
+	void *frames[TFA_UNWIND_FRAMES_MAX];
+	got = backtrace(frames, (int)want);
 	return from_anchor(frames, got, anchor, pcs, max, skip);
 }
 
@@ -247,29 +249,27 @@ tfa_unwind_verify_t tfa_unwind_verify;
 
 /* The walk of cfi.c done again by libunwind, the two compared after the anchor. */
 static TFA_COLD void
-verify(void *const *frames, int got, uintptr_t anchor, unsigned max, unsigned skip)
+verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip)
 {
 	void *theirs[TFA_UNWIND_FRAMES_MAX];
-	uintptr_t a[TFA_UNWIND_FRAMES_MAX], b[TFA_UNWIND_FRAMES_MAX];
+	uintptr_t b[TFA_UNWIND_FRAMES_MAX];
 	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
 
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
 	int their_got = libunwind.backtrace(theirs, (int)want);
-	unsigned na = from_anchor(frames, got, anchor, a, max, skip);
 	unsigned nb = from_anchor(theirs, their_got, anchor, b, max, skip);
 	__atomic_fetch_add(&tfa_unwind_verify.walks, 1, __ATOMIC_RELAXED);
-	if (na == nb && memcmp(a, b, na * sizeof(a[0])) == 0)
+	if (n == nb && memcmp(pcs, b, n * sizeof(b[0])) == 0)
 		return;
 	if (__atomic_fetch_add(&tfa_unwind_verify.mismatches, 1, __ATOMIC_RELAXED) != 0)
 		return;
 	/* The first one, for the report (racy with another thread's first: a test's diagnostic). */
-	tfa_unwind_verify.first_n[0] = TFA_MIN(na, (unsigned)TFA_ARRAY_SIZE(tfa_unwind_verify.first[0]));
+	tfa_unwind_verify.first_n[0] = TFA_MIN(n, (unsigned)TFA_ARRAY_SIZE(tfa_unwind_verify.first[0]));
 	tfa_unwind_verify.first_n[1] = TFA_MIN(nb, (unsigned)TFA_ARRAY_SIZE(tfa_unwind_verify.first[1]));
-	memcpy(tfa_unwind_verify.first[0], a, tfa_unwind_verify.first_n[0] * sizeof(a[0]));
+	memcpy(tfa_unwind_verify.first[0], pcs, tfa_unwind_verify.first_n[0] * sizeof(b[0]));
 	memcpy(tfa_unwind_verify.first[1], b, tfa_unwind_verify.first_n[1] * sizeof(b[0]));
 }
-
 
 /*
  * Not linked, but loaded here: Debian's libunwind.a is not position-

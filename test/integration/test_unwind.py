@@ -4,9 +4,9 @@ each runs under libtfalloc_verify.so (the shim with preload/unwind_verify.c),
 which walks every stack cfi.c served again with libunwind and compares the
 two, and writes per process, at exit:
   tfalloc-unwind-verify: pid P walks W mismatches M refusals R
-(refusals: the walks cfi.c refused and libunwind served, one of them the
-capture at start-up, from ld.so's _dl_start_user, whose frames have no
-unwind information).
+(refusals: the walks cfi.c refused and libunwind served; a capture at
+start-up deep enough to reach ld.so's _dl_start_user, whose frames have no
+unwind information, is one).
 
 Cases:
   python3   python3 running a small script with two threads
@@ -14,7 +14,7 @@ Cases:
             (the driver, cc1plus, as, collect2 and ld)
   sqlite3   sqlite3 building and querying a table of 2,000 rows with an index
   dlclose   tp_dlopen: stacks through a library, dlclosed, and another one
-            loaded at its address: only the start-up capture refused, and
+            loaded at its address: nothing refused but at start-up, and
             the leaks made in each name their function and reach main (not
             against libunwind, whose trace cache can keep the rules of the
             unloaded library: see test/unit/check_cfi.c)
@@ -93,7 +93,7 @@ def case_dlclose(ctx):
     for line in r.err_lines():
         m = LINE.match(line)
         if m:
-            T.check_eq(int(m.group(4)), 1, "refusals (the start-up capture only)")
+            T.check(int(m.group(4)) <= 1, "refusals: %s (the start-up capture at most)" % m.group(4))
     rep = ctx.report(outdir, "tp_dlopen")
     proc = T.only_process(rep, "tp_dlopen")
     for nbytes, fn in ((3000, "dlib_a_make"), (5000, "dlib_b_make"), (100, "dlib_a_make")):
