@@ -30,20 +30,23 @@
  *             (how to find the caller's %rsp, return address and %rbp) is
  *             worked out once per return address and cached for every
  *             thread; a cached frame costs a hash probe and the loads of its
- *             saved slots, about 7 ns.  Measured in check_cfi's loop (min of
- *             5 x 20,000): 80-98 ns for 12 frames, 154-183 ns for 22, where
- *             libunwind's unw_backtrace took 85-125 and 153-200 (up to 550:
- *             its per-thread cache is 2^14 entries of every frame it met).
- *             In the shim, on trees 14: 12-20% less CPU time than with
- *             libunwind alone, 16% fewer instructions (callgrind, trees 10).
+ *             saved slots, about 60 instructions and 7 ns, one dependent
+ *             chain per frame.  Measured in check_cfi's loop (min of 5 x
+ *             20,000, the whole tfa_unwind_capture): 76-98 ns for 12 frames,
+ *             150-183 ns for 22, where libunwind's unw_backtrace alone took
+ *             85-125 and 153-200 (up to 550 in some runs).  In the shim,
+ *             callgrind on trees 14 (TFALLOC_FLUSH_INTERVAL_MS=0): 9,716 ->
+ *             7,648 million instructions in all (1,456 without stacks),
+ *             the walk 51% of them; CPU time 15-20% less.
  *             A frame seen for the first time goes through _dl_find_object
  *             (lock-free) and the FDE's instructions: a few microseconds,
  *             once per return address.  What cfi.c cannot walk exactly (a
  *             signal frame, code without unwind tables such as JIT code or
  *             ld.so's start, a CFA computed by an expression, a stack whose
  *             bounds are unknown) it refuses as a whole, and libunwind's
- *             unw_backtrace() walks that stack instead (one capture in 1,000
- *             or fewer on python3, g++ and sqlite3: the one at start-up).
+ *             unw_backtrace() walks that stack instead (none of the 1.5
+ *             million captures of python3, g++ and sqlite3 in
+ *             test/integration/test_unwind.py).
  *             libunwind: a thread's first use costs 150-230 us and 260 KiB of
  *             memory for as long as the thread lives, and each frame it has
  *             not seen goes through dl_iterate_phdr with every signal blocked
