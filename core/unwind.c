@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/unwind.h"
 
+#include "core/cfi.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -180,27 +183,22 @@ static struct {
 } libunwind;
 
 /*
- * unw_backtrace's first entry is the return address into this function, so
- * the anchor is found at index 1 (2 when this function is split or its call
- * is not inlined): what comes before it is the capture's own.  libunwind up
- * to 1.6 records return addresses; later versions record return address - 1
- * for ordinary frames.  Recognising the anchor in that form too keeps one
- * convention for every mode.
+ * The frames of unw_backtrace's walk from the anchor on, after `skip`
+ * (tfa_cfi_capture does the same as it walks).  The first entry is the
+ * return address into unwind_capture, so the anchor is found at index 1 (2
+ * when unwind_capture is split or its call is not inlined): what comes
+ * before it is the capture's own.  libunwind up to 1.6 records return
+ * addresses; later versions record return address - 1 for ordinary frames.
+ * Recognising the anchor in that form too keeps one convention for every
+ * mode.
  */
-static TFA_NOINLINE unsigned
-unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
+static unsigned
+from_anchor(void *const *frames, int got, uintptr_t anchor, uintptr_t *pcs, unsigned max,
+	    unsigned skip)
 {
-	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
-	void *frames[TFA_UNWIND_FRAMES_MAX];
-	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
 	uintptr_t adjust = 0;
 	unsigned i, n = 0;
 
-	if (backtrace == NULL)
-		return 0;
-	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
-		want = TFA_UNWIND_FRAMES_MAX;
-	int got = backtrace(frames, (int)want);
 	if (got <= 0)
 		return 0;
 	for (i = 0; i < (unsigned)got && i <= INTERNAL_FRAMES_MAX; i++) {
@@ -216,6 +214,61 @@ unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 	for (i += skip; i < (unsigned)got && n < max; i++)
 		pcs[n++] = (uintptr_t)frames[i] + adjust;
 	return n;
+}
+
+static void verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip);
+
+/*
+ * The walk of core/cfi.c, or libunwind's where it refuses (a signal frame,
+ * code without unwind tables, a stack of unknown bounds): never less than
+ * libunwind alone would give.
+ */
+static TFA_NOINLINE unsigned
+unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
+{
+	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
+	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
+
+	if (backtrace == NULL)
+		return 0;
+	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
+		want = TFA_UNWIND_FRAMES_MAX;
+	int got = tfa_cfi_capture(anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
+				  fp_stack_end((uintptr_t)__builtin_frame_address(0)));
+	if (tfa_likely(got >= 0)) {
+		if (tfa_unlikely(tfa_unwind_verify.on))
+			verify(pcs, (unsigned)got, anchor, max, skip);
+		return (unsigned)got;
+	}
+	void *frames[TFA_UNWIND_FRAMES_MAX];
+	got = backtrace(frames, (int)want);
+	return from_anchor(frames, got, anchor, pcs, max, skip);
+}
+
+tfa_unwind_verify_t tfa_unwind_verify;
+
+/* The walk of cfi.c done again by libunwind, the two compared after the anchor. */
+static TFA_COLD void
+verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip)
+{
+	void *theirs[TFA_UNWIND_FRAMES_MAX];
+	uintptr_t b[TFA_UNWIND_FRAMES_MAX];
+	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
+
+	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
+		want = TFA_UNWIND_FRAMES_MAX;
+	int their_got = libunwind.backtrace(theirs, (int)want);
+	unsigned nb = from_anchor(theirs, their_got, anchor, b, max, skip);
+	__atomic_fetch_add(&tfa_unwind_verify.walks, 1, __ATOMIC_RELAXED);
+	if (n == nb && memcmp(pcs, b, n * sizeof(b[0])) == 0)
+		return;
+	if (__atomic_fetch_add(&tfa_unwind_verify.mismatches, 1, __ATOMIC_RELAXED) != 0)
+		return;
+	/* The first one, for the report (racy with another thread's first: a test's diagnostic). */
+	tfa_unwind_verify.first_n[0] = TFA_MIN(n, (unsigned)TFA_ARRAY_SIZE(tfa_unwind_verify.first[0]));
+	tfa_unwind_verify.first_n[1] = TFA_MIN(nb, (unsigned)TFA_ARRAY_SIZE(tfa_unwind_verify.first[1]));
+	memcpy(tfa_unwind_verify.first[0], pcs, tfa_unwind_verify.first_n[0] * sizeof(b[0]));
+	memcpy(tfa_unwind_verify.first[1], b, tfa_unwind_verify.first_n[1] * sizeof(b[0]));
 }
 
 /*
@@ -251,6 +304,9 @@ libunwind_load(void)
 	    || local_addr_space == NULL)
 		goto out;
 
+	/* Without its rule cache, cfi.c refuses every walk, and libunwind serves them all. */
+	int no_cache = tfa_cfi_init();
+	(void)no_cache;
 	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
 	libunwind.flush_cache = flush_cache;
 	libunwind.local_addr_space = local_addr_space;
@@ -258,8 +314,12 @@ libunwind_load(void)
 
 	/*
 	 * libunwind's first use: its pthread key (created now, it is a low one,
-	 * whose setspecific never allocates) and this thread's cache.
+	 * whose setspecific never allocates) and this thread's cache.  Called
+	 * directly: cfi.c would serve a capture, and leave libunwind's first
+	 * use to the first stack it refuses.  Then cfi.c's own first walk.
 	 */
+	void *unw_warm_up[INTERNAL_FRAMES_MAX];
+	(void)backtrace(unw_warm_up, (int)TFA_ARRAY_SIZE(unw_warm_up));
 	uintptr_t warm_up[INTERNAL_FRAMES_MAX];
 	(void)tfa_unwind_capture(TFA_STACKS_UNWIND, warm_up, TFA_ARRAY_SIZE(warm_up), 0);
 	ret = 0;
@@ -306,6 +366,7 @@ tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigne
 void
 tfa_unwind_flush_caches(void)
 {
+	tfa_cfi_flush();
 	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) != NULL)
 		libunwind.flush_cache(*libunwind.local_addr_space, 0, 0);
 }

@@ -25,23 +25,42 @@
  *             checked against the bounds of the stack it must lie on before
  *             it is read (see unwind.c), and the walk stops at the first that
  *             fails.  [async-signal-safe] [never allocates]
- *   TFA_STACKS_UNWIND  libunwind's unw_backtrace(), from the .eh_frame unwind
- *             tables, exact for code without frame pointers: 100-130 ns for
- *             12 frames, 160-215 ns for 22, once libunwind's per-thread cache
- *             knows the frames.  A thread's first capture costs 150-230 us
- *             and 260 KiB of memory for as long as the thread lives (libunwind
- *             fills a 2^14-entry cache), and each frame a thread has not seen yet
- *             goes through the DWARF tables: dl_iterate_phdr with every
- *             signal blocked around it, about 0.7 us, what the unw_step()
- *             loop pays for every frame, every time (12-16 us for 22 frames).
- *             libunwind is loaded by tfa_unwind_init: see there.  Not
- *             async-signal-safe (dl_iterate_phdr, pthread_once).
+ *   TFA_STACKS_UNWIND  the unwind tables (.eh_frame), exact for code
+ *             without frame pointers, walked by core/cfi.c: each frame's rule
+ *             (how to find the caller's %rsp, return address and %rbp) is
+ *             worked out once per return address and cached for every
+ *             thread; a cached frame costs a hash probe and the loads of its
+ *             saved slots, about 60 instructions and 7 ns, one dependent
+ *             chain per frame.  Measured in check_cfi's loop (min of 5 x
+ *             20,000, the whole tfa_unwind_capture): 76-98 ns for 12 frames,
+ *             150-183 ns for 22, where libunwind's unw_backtrace alone took
+ *             85-125 and 153-200 (up to 550 in some runs).  In the shim,
+ *             callgrind on trees 14 (TFALLOC_FLUSH_INTERVAL_MS=0): 9,716 ->
+ *             7,648 million instructions in all (1,456 without stacks),
+ *             the walk 51% of them; CPU time 15-20% less.
+ *             A frame seen for the first time goes through _dl_find_object
+ *             (lock-free) and the FDE's instructions: a few microseconds,
+ *             once per return address.  What cfi.c cannot walk exactly (a
+ *             signal frame, code without unwind tables such as JIT code or
+ *             ld.so's start, a CFA computed by an expression, a stack whose
+ *             bounds are unknown) it refuses as a whole, and libunwind's
+ *             unw_backtrace() walks that stack instead (none of the 1.5
+ *             million captures of python3, g++ and sqlite3 in
+ *             test/integration/test_unwind.py).
+ *             libunwind: a thread's first use costs 150-230 us and 260 KiB of
+ *             memory for as long as the thread lives, and each frame it has
+ *             not seen goes through dl_iterate_phdr with every signal blocked
+ *             around it, about 0.7 us.  libunwind is loaded by
+ *             tfa_unwind_init: see there.  cfi.c is async-signal-safe;
+ *             libunwind is not (dl_iterate_phdr, pthread_once).
  *
  * Allocation in TFA_STACKS_UNWIND, counted with an interposed malloc:
- * tfa_unwind_init makes 13 calls (dlopen); a thread's first capture makes
- * one (16 bytes: glibc's block for libunwind's thread-local variables, by
- * __tls_get_addr, freed when the thread exits); later captures none
- * (libunwind's caches come from mmap).  Whatever it does, the caller holds
+ * tfa_unwind_init makes 13 calls (dlopen); cfi.c none (its rule cache is
+ * mapped by tfa_unwind_init, 1 MiB of address space, touched as rules are
+ * added); a capture that falls back to libunwind, the first on its thread,
+ * makes one (16 bytes: glibc's block for libunwind's thread-local
+ * variables, by __tls_get_addr, freed when the thread exits); later ones
+ * none (libunwind's caches come from mmap).  Whatever it does, the caller holds
  * the shim's guard around the capture, so that a nested malloc goes straight
  * to the backend, untracked.
  */
@@ -63,15 +82,16 @@ typedef enum tfa_stacks_mode_e {
 #define TFA_UNWIND_FRAMES_MAX 160
 
 /*
- * Prepares a mode.  For TFA_STACKS_UNWIND: loads libunwind.so.8 (RTLD_LOCAL:
- * its _Unwind_* symbols must not take over the program's C++ exceptions),
- * selects per-thread caching (no cache lock shared between threads; on one
- * thread it measured no faster than the default) and captures once, so that
- * libunwind's first use happens here: its pthread key, created while its
- * index is low (setspecific allocates for keys past 32), and this thread's
- * cache.  For every mode: records the calling thread as the main thread (see
- * unwind.c).  Returns 0, -ENOENT when libunwind cannot be loaded, -EINVAL
- * for an unknown mode.  REQUIRES: called on the main thread, from the shim's
+ * Prepares a mode.  For TFA_STACKS_UNWIND: maps cfi.c's rule cache, loads
+ * libunwind.so.8, its fallback (RTLD_LOCAL: its _Unwind_* symbols must not
+ * take over the program's C++ exceptions), selects per-thread caching (no
+ * cache lock shared between threads; on one thread it measured no faster
+ * than the default) and calls unw_backtrace once, so that libunwind's first
+ * use happens here: its pthread key, created while its index is low
+ * (setspecific allocates for keys past 32), and this thread's cache.  For
+ * every mode: records the calling thread as the main thread (see unwind.c).
+ * Returns 0, -ENOENT when libunwind cannot be loaded, -EINVAL for an unknown
+ * mode (without its rule cache, cfi.c refuses every walk: libunwind serves).  REQUIRES: called on the main thread, from the shim's
  * initialisation, with the guard held; before any capture in
  * TFA_STACKS_UNWIND (which returns 0 frames until then).  Calling it again
  * is harmless.
@@ -86,10 +106,25 @@ int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
 unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip);
 
 /*
- * Forgets what libunwind cached about code addresses: to call after dlclose,
- * before a library mapped at the same addresses is unwound.  No-op unless
- * TFA_STACKS_UNWIND was initialised.
+ * Forgets what cfi.c and libunwind cached about code addresses: called by
+ * the shim's dlclose (preload/dl_hooks.c), before and after the real one, so
+ * that a library mapped later at the same addresses is unwound by its own
+ * rules.  [async-signal-safe for cfi.c's part]
  */
 void tfa_unwind_flush_caches(void);
+
+/*
+ * A test hook: with `on` set (by preload/unwind_verify.c, linked into the
+ * test build libtfalloc_verify.so only, never into libtfalloc.so), every
+ * capture that core/cfi.c served in TFA_STACKS_UNWIND is made again by
+ * libunwind and the two compared; the first mismatch is kept.
+ */
+typedef struct tfa_unwind_verify_s {
+	bool on;
+	uint64_t walks, mismatches;
+	unsigned first_n[2];      /* cfi.c's frames, libunwind's */
+	uintptr_t first[2][32];
+} tfa_unwind_verify_t;
+extern tfa_unwind_verify_t tfa_unwind_verify;
 
 #endif /* TFA_CORE_UNWIND_H */

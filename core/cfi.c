@@ -1,0 +1,837 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A walk of the current thread's stack by the call frame information of
+ * .eh_frame (x86-64), for TFA_STACKS_UNWIND.
+ *
+ * Each step from a frame to its caller needs three things at the frame's pc:
+ * how to compute the CFA (the caller's %rsp: %rsp or %rbp plus an offset),
+ * where the return address is saved (CFA - 8, in practice) and whether the
+ * caller's %rbp is saved (at CFA + an offset) or still in %rbp.  That is the
+ * rule of the pc, found once by interpreting the FDE's instructions up to it,
+ * then kept in a cache keyed by the return address, so that a walk through
+ * known code costs a hash probe and two loads per frame.  libunwind 1.6's
+ * unw_backtrace does much the same once its per-thread trace cache knows
+ * the frames, at about the same cost per frame (7 ns here, one chain of
+ * dependent loads either way); what this walk saves is libunwind's fixed
+ * cost per capture (its cursor: unw_getcontext, unw_init_local, the cache
+ * by pthread_getspecific) and a copy of every frame: 21% of the
+ * instructions of trees 14 with stacks (see unwind.h).
+ *
+ * What the rule cannot say, the walk refuses (returns -1) and the caller
+ * asks libunwind for the whole stack: a CFA that is not %rsp/%rbp + offset
+ * (DWARF expressions, other registers), a return address or %rbp saved
+ * anywhere but at CFA + offset, a signal frame (augmentation "S": the frame
+ * after __restore_rt holds the interrupted registers in a ucontext), a pc
+ * without unwind information (JIT code, a library without .eh_frame_hdr),
+ * tables in encodings other than the ones gcc and ld write, a read outside
+ * the stack's known bounds, a frame whose CFA does not lie above the last.
+ *
+ * Where the walk starts: the frame record of tfa_cfi_capture itself (it
+ * takes __builtin_frame_address, so it has one): [fp] is the caller's %rbp,
+ * [fp + 8] the return address into the caller, fp + 16 the caller's %rsp.
+ * From then on every pc is a return address, and its rule is the one at
+ * pc - 1, inside the call instruction (the call may be the last instruction
+ * of its function: pc itself may belong to the next function's FDE).
+ *
+ * The cache: RULES_SLOTS slots of {key, rule}, shared by every thread, in
+ * arena memory.  A slot's key is claimed once, by compare-and-swap from 0,
+ * and never changes again; its rule is one 64-bit word, stored after the
+ * key, read with one load: neither can be seen torn.  A reader that finds
+ * the key with no rule yet computes the rule itself.  When the probe
+ * sequence (RULES_PROBES slots) is full, the rule is computed and not kept.
+ *
+ * Unloaded libraries: a rule cached for a library that dlclose unmapped
+ * would be wrong for a library mapped at the same address later.  Each rule
+ * carries the generation it was computed in; tfa_cfi_flush (called by the
+ * shim's dlclose, after the real one returns, and before it) advances the
+ * generation, and a rule of an older one is computed again on its next use,
+ * in its slot.  A lookup per frame through the loader (_dl_find_object, the
+ * object's identity in each rule) would be exact for every unload, those
+ * glibc makes internally too (iconv's gconv modules), but costs more than
+ * the rest of the step.  (libunwind's trace cache keeps its rules even through
+ * unw_flush_cache: see check_cfi's dlclose case.)
+ * The generation is read once per walk, before the rules are computed, so a
+ * rule computed from a library unloaded during the walk is older than the
+ * flush that follows the unload.  24 bits of it are kept: a rule unused
+ * through 16 million dlcloses could be taken for new.  "No object holds
+ * this pc" is never cached: a library may be loaded there later without a
+ * dlclose before it.
+ *
+ * Async-signal-safe: a capture in a signal handler that interrupted a walk
+ * on the same thread only reads the cache, or claims a free slot by
+ * compare-and-swap, as another thread would; _dl_find_object takes no lock.
+ */
+#include "core/cfi.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/arena.h"
+
+#define RULES_SLOTS_LOG2 16
+#define RULES_SLOTS      (1u << RULES_SLOTS_LOG2)
+#define RULES_PROBES     16
+
+/* Below this, a "return address" is a small integer: something went wrong. */
+#define PC_MIN ((uintptr_t)4096)
+
+/* DWARF register numbers of x86-64. */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA  16
+
+/*
+ * A rule, packed in one word:
+ *   bits  0-23  generation (never 0: 0 is "no rule")
+ *   bits 24-25  kind: the CFA is %rsp + off, %rbp + off, the frame is the
+ *               outermost (return address undefined), or unsupported
+ *   bit  26     the caller's %rbp is saved at CFA + rbp_off
+ *   bits 32-39  ra_off / 8  (signed)
+ *   bits 40-47  rbp_off / 8 (signed)
+ *   bits 48-63  cfa_off / 8 (signed: frames up to 256 KiB)
+ */
+enum { KIND_RSP = 0, KIND_RBP = 1, KIND_LAST = 2, KIND_NONE = 3 };
+#define GEN_MASK ((uint64_t)0xffffff)
+
+typedef struct slot_s {
+	uintptr_t key;
+	uint64_t rule;
+} slot_t;
+
+static slot_t *slots; /* published with release by tfa_cfi_init */
+static uint32_t generation = 1;
+static uint64_t refusals;
+
+static TFA_ALWAYS_INLINE unsigned
+rule_kind(uint64_t r)
+{
+	return (unsigned)(r >> 24) & 3;
+}
+
+static TFA_ALWAYS_INLINE int64_t
+rule_field(uint64_t r, unsigned shift)
+{
+	return (int64_t)(int8_t)(uint8_t)(r >> shift) * 8;
+}
+
+static TFA_ALWAYS_INLINE int64_t
+rule_cfa_off(uint64_t r)
+{
+	return (int64_t)(int16_t)(uint16_t)(r >> 48) * 8;
+}
+
+static uint64_t
+pack_rule(uint32_t gen, unsigned kind, bool rbp_saved, int64_t ra_off, int64_t rbp_off,
+	  int64_t cfa_off)
+{
+	if (kind == KIND_RSP || kind == KIND_RBP) {
+		if ((ra_off & 7) != 0 || (rbp_off & 7) != 0 || (cfa_off & 7) != 0
+		    || ra_off / 8 < INT8_MIN || ra_off / 8 > INT8_MAX || rbp_off / 8 < INT8_MIN
+		    || rbp_off / 8 > INT8_MAX || cfa_off / 8 < INT16_MIN || cfa_off / 8 > INT16_MAX)
+			kind = KIND_NONE;
+	}
+	if (kind != KIND_RSP && kind != KIND_RBP)
+		return gen | (uint64_t)kind << 24;
+	return gen | (uint64_t)kind << 24 | (uint64_t)rbp_saved << 26
+	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
+	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << 40
+	       | (uint64_t)(uint16_t)(int16_t)(cfa_off / 8) << 48;
+}
+
+/* ---- reading the tables ------------------------------------------------------------------- */
+
+/* A bounded reader of .eh_frame bytes; `bad` once anything ran past the end. */
+typedef struct cursor_s {
+	const uint8_t *p, *end;
+	bool bad;
+} cursor_t;
+
+static uint8_t
+get_u8(cursor_t *c)
+{
+	if (c->p >= c->end) {
+		c->bad = true;
+		return 0;
+	}
+	return *c->p++;
+}
+
+static uint64_t
+get_fixed(cursor_t *c, size_t n)
+{
+	uint64_t v = 0;
+
+	if ((size_t)(c->end - c->p) < n) {
+		c->bad = true;
+		c->p = c->end;
+		return 0;
+	}
+	memcpy(&v, c->p, n); /* little-endian */
+	c->p += n;
+	return v;
+}
+
+static uint64_t
+get_uleb(cursor_t *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		b = get_u8(c);
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while ((b & 0x80) != 0 && !c->bad);
+	return v;
+}
+
+static int64_t
+get_sleb(cursor_t *c)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		b = get_u8(c);
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while ((b & 0x80) != 0 && !c->bad);
+	if (shift < 64 && (b & 0x40) != 0)
+		v |= ~(uint64_t)0 << shift;
+	return (int64_t)v;
+}
+
+#define PE_OMIT    0xff
+#define PE_ABSPTR  0x00
+#define PE_ULEB    0x01
+#define PE_UDATA2  0x02
+#define PE_UDATA4  0x03
+#define PE_UDATA8  0x04
+#define PE_SLEB    0x09
+#define PE_SDATA2  0x0a
+#define PE_SDATA4  0x0b
+#define PE_SDATA8  0x0c
+#define PE_PCREL   0x10
+#define PE_DATAREL 0x30
+#define PE_INDIRECT 0x80
+
+/*
+ * A pointer in encoding enc: absolute or pc-relative (what gcc and ld
+ * write); with `apply` false, only the value (the FDE's address range).
+ * Indirect pointers are skipped, never followed: false for the rest.
+ */
+static bool
+get_encoded(cursor_t *c, uint8_t enc, bool apply, uintptr_t *out)
+{
+	const uint8_t *field = c->p;
+	uint64_t v;
+
+	switch (enc & 0x0f) {
+	case PE_ABSPTR:
+	case PE_UDATA8:
+	case PE_SDATA8:
+		v = get_fixed(c, 8);
+		break;
+	case PE_UDATA2:
+		v = get_fixed(c, 2);
+		break;
+	case PE_SDATA2:
+		v = (uint64_t)(int64_t)(int16_t)get_fixed(c, 2);
+		break;
+	case PE_UDATA4:
+		v = get_fixed(c, 4);
+		break;
+	case PE_SDATA4:
+		v = (uint64_t)(int64_t)(int32_t)get_fixed(c, 4);
+		break;
+	case PE_ULEB:
+		v = get_uleb(c);
+		break;
+	case PE_SLEB:
+		v = (uint64_t)get_sleb(c);
+		break;
+	default:
+		return false;
+	}
+	if (c->bad)
+		return false;
+	if (apply) {
+		switch (enc & 0x70) {
+		case 0:
+			break;
+		case PE_PCREL:
+			v += (uint64_t)(uintptr_t)field;
+			break;
+		default:
+			return false;
+		}
+	}
+	*out = (uintptr_t)v;
+	return true;
+}
+
+/* ---- the CFA instructions ----------------------------------------------------------------- */
+
+enum { HOW_SAME = 0, HOW_UNDEF, HOW_OFFSET, HOW_OTHER };
+
+typedef struct reg_rule_s {
+	uint8_t how;
+	int64_t off;
+} reg_rule_t;
+
+typedef struct row_s {
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	bool cfa_other; /* an expression */
+	reg_rule_t rbp, rsp, ra;
+} row_t;
+
+#define STATE_STACK_MAX 8
+
+typedef struct interp_s {
+	uint64_t code_align;
+	int64_t data_align;
+	uint8_t fde_enc;
+	uintptr_t target; /* the pc whose row is wanted */
+	uintptr_t loc;
+	row_t row;
+	row_t initial; /* after the CIE's instructions: what DW_CFA_restore goes back to */
+	row_t stack[STATE_STACK_MAX];
+	unsigned depth;
+} interp_t;
+
+static reg_rule_t *
+reg_of(row_t *row, uint64_t reg)
+{
+	switch (reg) {
+	case REG_RBP:
+		return &row->rbp;
+	case REG_RSP:
+		return &row->rsp;
+	case REG_RA:
+		return &row->ra;
+	}
+	return NULL; /* a register the walk does not need */
+}
+
+static void
+set_reg(row_t *row, uint64_t reg, uint8_t how, int64_t off)
+{
+	reg_rule_t *r = reg_of(row, reg);
+
+	if (r != NULL) {
+		r->how = how;
+		r->off = off;
+	}
+}
+
+/* Moves loc on by delta; false once the target lies before the new location. */
+static bool
+advance(interp_t *s, uint64_t delta)
+{
+	uintptr_t next = s->loc + (uintptr_t)(delta * s->code_align);
+
+	if (next > s->target)
+		return false;
+	s->loc = next;
+	return true;
+}
+
+enum { RUN_DONE, RUN_BAD };
+
+/*
+ * Runs instructions until they end or reach past the target.  in_cie: the
+ * CIE's initial instructions, where DW_CFA_restore has nothing to go to.
+ */
+static int
+run(interp_t *s, cursor_t *c, bool in_cie)
+{
+	while (c->p < c->end) {
+		uint8_t op = get_u8(c);
+		uint64_t reg, v;
+		int64_t off;
+		uintptr_t addr;
+		reg_rule_t *r;
+
+		switch (op & 0xc0) {
+		case 0x40: /* DW_CFA_advance_loc */
+			if (!advance(s, op & 0x3f))
+				return RUN_DONE;
+			continue;
+		case 0x80: /* DW_CFA_offset */
+			off = (int64_t)get_uleb(c) * s->data_align;
+			set_reg(&s->row, op & 0x3f, HOW_OFFSET, off);
+			continue;
+		case 0xc0: /* DW_CFA_restore */
+			if (in_cie)
+				return RUN_BAD;
+			r = reg_of(&s->row, op & 0x3f);
+			if (r != NULL)
+				*r = *reg_of(&s->initial, op & 0x3f);
+			continue;
+		}
+		switch (op) {
+		case 0x00: /* DW_CFA_nop */
+			break;
+		case 0x01: /* DW_CFA_set_loc */
+			if (!get_encoded(c, s->fde_enc, true, &addr))
+				return RUN_BAD;
+			if (addr > s->target)
+				return RUN_DONE;
+			s->loc = addr;
+			break;
+		case 0x02: /* DW_CFA_advance_loc1 */
+			if (!advance(s, get_fixed(c, 1)))
+				return RUN_DONE;
+			break;
+		case 0x03: /* DW_CFA_advance_loc2 */
+			if (!advance(s, get_fixed(c, 2)))
+				return RUN_DONE;
+			break;
+		case 0x04: /* DW_CFA_advance_loc4 */
+			if (!advance(s, get_fixed(c, 4)))
+				return RUN_DONE;
+			break;
+		case 0x05: /* DW_CFA_offset_extended */
+			reg = get_uleb(c);
+			off = (int64_t)get_uleb(c) * s->data_align;
+			set_reg(&s->row, reg, HOW_OFFSET, off);
+			break;
+		case 0x06: /* DW_CFA_restore_extended */
+			reg = get_uleb(c);
+			if (in_cie)
+				return RUN_BAD;
+			r = reg_of(&s->row, reg);
+			if (r != NULL)
+				*r = *reg_of(&s->initial, reg);
+			break;
+		case 0x07: /* DW_CFA_undefined */
+			set_reg(&s->row, get_uleb(c), HOW_UNDEF, 0);
+			break;
+		case 0x08: /* DW_CFA_same_value */
+			set_reg(&s->row, get_uleb(c), HOW_SAME, 0);
+			break;
+		case 0x09: /* DW_CFA_register */
+			reg = get_uleb(c);
+			(void)get_uleb(c);
+			set_reg(&s->row, reg, HOW_OTHER, 0);
+			break;
+		case 0x0a: /* DW_CFA_remember_state */
+			if (s->depth == STATE_STACK_MAX)
+				return RUN_BAD;
+			s->stack[s->depth++] = s->row;
+			break;
+		case 0x0b: /* DW_CFA_restore_state */
+			if (s->depth == 0)
+				return RUN_BAD;
+			s->row = s->stack[--s->depth];
+			break;
+		case 0x0c: /* DW_CFA_def_cfa */
+			s->row.cfa_reg = get_uleb(c);
+			s->row.cfa_off = (int64_t)get_uleb(c);
+			s->row.cfa_other = false;
+			break;
+		case 0x0d: /* DW_CFA_def_cfa_register */
+			s->row.cfa_reg = get_uleb(c);
+			break;
+		case 0x0e: /* DW_CFA_def_cfa_offset */
+			s->row.cfa_off = (int64_t)get_uleb(c);
+			break;
+		case 0x0f: /* DW_CFA_def_cfa_expression */
+			v = get_uleb(c);
+			if (v > (uint64_t)(c->end - c->p))
+				return RUN_BAD;
+			c->p += v;
+			s->row.cfa_other = true;
+			break;
+		case 0x10: /* DW_CFA_expression */
+		case 0x16: /* DW_CFA_val_expression */
+			reg = get_uleb(c);
+			v = get_uleb(c);
+			if (v > (uint64_t)(c->end - c->p))
+				return RUN_BAD;
+			c->p += v;
+			set_reg(&s->row, reg, HOW_OTHER, 0);
+			break;
+		case 0x11: /* DW_CFA_offset_extended_sf */
+			reg = get_uleb(c);
+			off = get_sleb(c) * s->data_align;
+			set_reg(&s->row, reg, HOW_OFFSET, off);
+			break;
+		case 0x12: /* DW_CFA_def_cfa_sf */
+			s->row.cfa_reg = get_uleb(c);
+			s->row.cfa_off = get_sleb(c) * s->data_align;
+			s->row.cfa_other = false;
+			break;
+		case 0x13: /* DW_CFA_def_cfa_offset_sf */
+			s->row.cfa_off = get_sleb(c) * s->data_align;
+			break;
+		case 0x14: /* DW_CFA_val_offset */
+			reg = get_uleb(c);
+			(void)get_uleb(c);
+			set_reg(&s->row, reg, HOW_OTHER, 0);
+			break;
+		case 0x15: /* DW_CFA_val_offset_sf */
+			reg = get_uleb(c);
+			(void)get_sleb(c);
+			set_reg(&s->row, reg, HOW_OTHER, 0);
+			break;
+		case 0x2e: /* DW_CFA_GNU_args_size: only for landing pads */
+			(void)get_uleb(c);
+			break;
+		case 0x2f: /* DW_CFA_GNU_negative_offset_extended */
+			reg = get_uleb(c);
+			off = -(int64_t)get_uleb(c) * s->data_align;
+			set_reg(&s->row, reg, HOW_OFFSET, off);
+			break;
+		default:
+			return RUN_BAD;
+		}
+		if (c->bad)
+			return RUN_BAD;
+	}
+	return c->bad ? RUN_BAD : RUN_DONE;
+}
+
+/* ---- finding the FDE ---------------------------------------------------------------------- */
+
+/*
+ * The FDE covering pc in the object whose .eh_frame_hdr is at hdr: its
+ * binary-search table, as ld writes it (sdata4 offsets from the header).
+ * NULL when none does or the header is in another form.
+ */
+static const uint8_t *
+find_fde(const uint8_t *hdr, uintptr_t pc)
+{
+	if (hdr[0] != 1 || hdr[1] != (PE_PCREL | PE_SDATA4) || hdr[2] != PE_UDATA4
+	    || hdr[3] != (PE_DATAREL | PE_SDATA4))
+		return NULL;
+	uint32_t count;
+	memcpy(&count, hdr + 8, sizeof(count));
+	const uint8_t *table = hdr + 12;
+	uintptr_t base = (uintptr_t)hdr;
+	uint32_t lo = 0, hi = count;
+
+	/* The last entry whose start is at or below pc. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int32_t start;
+		memcpy(&start, table + (size_t)mid * 8, sizeof(start));
+		if (base + (intptr_t)start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	int32_t fde;
+	memcpy(&fde, table + (size_t)(lo - 1) * 8 + 4, sizeof(fde));
+	return (const uint8_t *)(base + (intptr_t)fde);
+}
+
+/* A length-prefixed record (CIE or FDE): its body, after the 4-byte length. */
+static bool
+record_body(const uint8_t *rec, cursor_t *body)
+{
+	uint32_t len;
+
+	memcpy(&len, rec, sizeof(len));
+	if (len == 0 || len == UINT32_MAX) /* the end marker, or a 64-bit record */
+		return false;
+	body->p = rec + 4;
+	body->end = rec + 4 + len;
+	body->bad = false;
+	return true;
+}
+
+/* The rule at pc (a return address - 1), of generation gen. */
+static uint64_t
+compute_rule(uintptr_t pc, uint32_t gen, bool *cacheable)
+{
+	const uint64_t none = pack_rule(gen, KIND_NONE, false, 0, 0, 0);
+	struct dl_find_object obj;
+	int saved_errno = errno;
+	int found = _dl_find_object((void *)pc, &obj);
+
+	errno = saved_errno;
+	*cacheable = found == 0;
+	if (found != 0 || obj.dlfo_eh_frame == NULL)
+		return none;
+	const uint8_t *fde = find_fde(obj.dlfo_eh_frame, pc);
+	cursor_t f, cie_c;
+	if (fde == NULL || !record_body(fde, &f))
+		return none;
+
+	/* The FDE's CIE pointer: the distance back from the field to the CIE. */
+	const uint8_t *cie_field = f.p;
+	uint32_t cie_dist = (uint32_t)get_fixed(&f, 4);
+	if (f.bad || cie_dist == 0)
+		return none;
+	const uint8_t *cie = cie_field - cie_dist;
+	if (!record_body(cie, &cie_c) || get_fixed(&cie_c, 4) != 0)
+		return none;
+
+	/* The CIE: version, augmentation, alignment factors, return address column. */
+	interp_t s;
+	memset(&s, 0, sizeof(s));
+	uint8_t version = get_u8(&cie_c);
+	const char *aug = (const char *)cie_c.p;
+	size_t aug_len = strnlen(aug, (size_t)(cie_c.end - cie_c.p));
+	if (aug_len == (size_t)(cie_c.end - cie_c.p))
+		return none;
+	cie_c.p += aug_len + 1;
+	if (version != 1 && version != 3 && version != 4)
+		return none;
+	if (version == 4 && (get_u8(&cie_c) != 8 || get_u8(&cie_c) != 0))
+		return none; /* address size, segment selector size */
+	s.code_align = get_uleb(&cie_c);
+	s.data_align = get_sleb(&cie_c);
+	uint64_t ra_reg = version == 1 ? get_u8(&cie_c) : get_uleb(&cie_c);
+	if (cie_c.bad || ra_reg != REG_RA)
+		return none;
+	s.fde_enc = PE_ABSPTR;
+	bool has_aug_data = aug[0] == 'z';
+	if (has_aug_data) {
+		uint64_t n = get_uleb(&cie_c);
+		if (cie_c.bad || n > (uint64_t)(cie_c.end - cie_c.p))
+			return none;
+		cursor_t a = { cie_c.p, cie_c.p + n, false };
+		cie_c.p += n;
+		for (size_t i = 1; i < aug_len; i++) {
+			uintptr_t ignored;
+			uint8_t enc;
+			switch (aug[i]) {
+			case 'R':
+				s.fde_enc = get_u8(&a);
+				break;
+			case 'L':
+				(void)get_u8(&a);
+				break;
+			case 'P':
+				enc = get_u8(&a);
+				if (!get_encoded(&a, enc & ~PE_INDIRECT, false, &ignored))
+					return none;
+				break;
+			default: /* 'S': a signal frame; anything else is unknown */
+				return none;
+			}
+			if (a.bad)
+				return none;
+		}
+	} else if (aug_len != 0) {
+		return none;
+	}
+
+	/* The FDE: its range, augmentation data, instructions. */
+	uintptr_t start, range;
+	if (!get_encoded(&f, s.fde_enc, true, &start)
+	    || !get_encoded(&f, s.fde_enc & 0x0f, false, &range))
+		return none;
+	if (pc < start || pc - start >= range)
+		return none;
+	if (has_aug_data) {
+		uint64_t n = get_uleb(&f);
+		if (f.bad || n > (uint64_t)(f.end - f.p))
+			return none;
+		f.p += n;
+	}
+
+	s.target = pc;
+	s.loc = start;
+	s.row.cfa_reg = REG_RSP;
+	if (run(&s, &cie_c, true) != RUN_DONE)
+		return none;
+	s.initial = s.row;
+	s.depth = 0;
+	if (run(&s, &f, false) != RUN_DONE)
+		return none;
+
+	const row_t *row = &s.row;
+	if (row->ra.how == HOW_UNDEF)
+		return pack_rule(gen, KIND_LAST, false, 0, 0, 0);
+	if (row->cfa_other || (row->cfa_reg != REG_RSP && row->cfa_reg != REG_RBP)
+	    || row->rsp.how != HOW_SAME || row->ra.how != HOW_OFFSET
+	    || (row->rbp.how != HOW_SAME && row->rbp.how != HOW_OFFSET))
+		return none;
+	return pack_rule(gen, row->cfa_reg == REG_RSP ? KIND_RSP : KIND_RBP,
+			 row->rbp.how == HOW_OFFSET, row->ra.off, row->rbp.off, row->cfa_off);
+}
+
+/* ---- the cache ---------------------------------------------------------------------------- */
+
+static TFA_ALWAYS_INLINE uint32_t
+slot_of(uintptr_t pc)
+{
+	return (uint32_t)((pc * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - RULES_SLOTS_LOG2));
+}
+
+/* The rule of return address ra, computed when the cache does not have it for gen. */
+static TFA_NOINLINE uint64_t
+rule_miss(slot_t *table, uintptr_t ra, uint32_t gen)
+{
+	bool cacheable;
+	uint64_t rule = compute_rule(ra - 1, gen, &cacheable);
+
+	if (!cacheable)
+		return rule;
+	uint32_t i = slot_of(ra);
+	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & (RULES_SLOTS - 1)) {
+		slot_t *s = &table[i];
+		uintptr_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (key == 0) {
+			if (!__atomic_compare_exchange_n(&s->key, &key, ra, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE)
+			    && key != ra)
+				continue; /* another pc took it */
+			key = ra;
+		}
+		if (key == ra) {
+			/* A racing store of another generation's rule is fixed at its next use. */
+			__atomic_store_n(&s->rule, rule, __ATOMIC_RELEASE);
+			return rule;
+		}
+	}
+	return rule; /* no room in its probe sequence: not kept */
+}
+
+static TFA_ALWAYS_INLINE uint64_t
+rule_of(slot_t *table, uintptr_t ra, uint32_t gen)
+{
+	uint32_t i = slot_of(ra);
+
+	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & (RULES_SLOTS - 1)) {
+		const slot_t *s = &table[i];
+		uintptr_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (tfa_likely(key == ra)) {
+			uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
+			if (tfa_likely((rule & GEN_MASK) == gen))
+				return rule;
+			break;
+		}
+		if (key == 0)
+			break;
+	}
+	return rule_miss(table, ra, gen);
+}
+
+/* ---- the walk ----------------------------------------------------------------------------- */
+
+static TFA_COLD int
+refuse(void)
+{
+	__atomic_fetch_add(&refusals, 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+/* Reads other functions' stack frames: not instrumented by ASan. */
+__attribute__((no_sanitize_address)) TFA_NOINLINE int
+tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
+		unsigned limit, uintptr_t stack_end)
+{
+	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
+	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	const uintptr_t lo = fp;
+	unsigned seen = 0, n = 0;
+	bool anchored = false;
+
+	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16))
+		return refuse();
+
+	const uintptr_t *record = (const uintptr_t *)fp;
+	uintptr_t pc = record[1], bp = record[0], sp = fp + 16;
+
+	for (;;) {
+		if (pc == 0)
+			break; /* as libunwind: a zero return address ends the stack */
+		if (tfa_unlikely(pc < PC_MIN))
+			return refuse();
+		/* The frames before the anchor are the capture's own; then `skip` more. */
+		if (tfa_likely(anchored)) {
+			if (skip == 0) {
+				pcs[n++] = pc;
+				if (n == max)
+					break;
+			} else {
+				skip--;
+			}
+		} else if (pc == anchor) {
+			anchored = true;
+			if (skip == 0) {
+				pcs[n++] = pc;
+				if (n == max)
+					break;
+			} else {
+				skip--;
+			}
+		} else if (seen >= search) {
+			return 0;
+		}
+		if (++seen == limit)
+			break;
+
+		uint64_t rule = rule_of(table, pc, gen);
+		unsigned kind = rule_kind(rule);
+		if (kind == KIND_LAST)
+			break;
+		if (tfa_unlikely(kind == KIND_NONE))
+			return refuse();
+		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (uintptr_t)rule_cfa_off(rule);
+		uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, 32);
+		/* The caller's frame lies above this one, on the stack, 8-aligned. */
+		if (tfa_unlikely(cfa <= sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0))
+			return refuse();
+		if (rule & ((uint64_t)1 << 26)) {
+			uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
+			if (tfa_unlikely(bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0))
+				return refuse();
+			bp = *(const uintptr_t *)bp_at;
+		}
+		pc = *(const uintptr_t *)ra_at;
+		sp = cfa;
+	}
+	return anchored ? (int)n : 0;
+}
+
+/* ---- interface ---------------------------------------------------------------------------- */
+
+int
+tfa_cfi_init(void)
+{
+	if (__atomic_load_n(&slots, __ATOMIC_ACQUIRE) != NULL)
+		return 0;
+	slot_t *table = tfa_arena_map(RULES_SLOTS * sizeof(slot_t));
+	if (table == NULL)
+		return -ENOMEM;
+	slot_t *expected = NULL;
+	if (!__atomic_compare_exchange_n(&slots, &expected, table, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		tfa_arena_unmap(table, RULES_SLOTS * sizeof(slot_t));
+	return 0;
+}
+
+void
+tfa_cfi_flush(void)
+{
+	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_RELAXED), next;
+
+	do {
+		next = (gen + 1) & GEN_MASK;
+		if (next == 0)
+			next = 1;
+	} while (!__atomic_compare_exchange_n(&generation, &gen, next, true, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+}
+
+uint64_t
+tfa_cfi_refusals(void)
+{
+	return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine of TFA_STACKS_UNWIND: a walk of the current thread's stack by
+ * the DWARF call frame information of .eh_frame, x86-64 only, with the rule
+ * of each return address cached (see cfi.c).  What it cannot walk exactly
+ * (a signal frame, a frame without unwind information, a CFA computed by a
+ * DWARF expression, a stack it cannot bound) it refuses as a whole, and the
+ * caller asks libunwind instead: the result is never worse than libunwind's.
+ */
+#ifndef TFA_CORE_CFI_H
+#define TFA_CORE_CFI_H
+
+#include <stdint.h>
+
+#include "core/common.h"
+
+/*
+ * Maps the rule cache (arena memory, never freed).  Returns 0 or -ENOMEM.
+ * Calling it again is harmless.  REQUIRES: before any tfa_cfi_capture
+ * that should succeed (until then, each returns -1).
+ */
+int tfa_cfi_init(void) TFA_MUST_CHECK;
+
+/*
+ * Walks the stack from the return address into the calling function, the
+ * way libunwind 1.6's unw_backtrace would list it (return addresses), and
+ * stores in pcs[0..max) the frames from the first one equal to `anchor`
+ * (looked for among the first `search` + 1, those before it are the
+ * capture's own), after dropping `skip` more; walks at most `limit` frames
+ * in all, those before the anchor and skipped ones included.  Returns how
+ * many were stored (0 when the anchor is not there), or -1 when the stack
+ * cannot be walked exactly here (nothing usable is in pcs then).
+ * [stack_end - something, stack_end) must be mapped and hold the caller's
+ * frames: every stack slot read lies between the walk's own frame and
+ * stack_end.  [hot path] [async-signal-safe] [never allocates]
+ * [preserves errno]
+ */
+int tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
+		    unsigned limit, uintptr_t stack_end);
+
+/*
+ * Forgets every cached rule (lazily: a generation count): to call after a
+ * library is unloaded, before code mapped at the same addresses is walked.
+ * [async-signal-safe]
+ */
+void tfa_cfi_flush(void);
+
+/* For tests: how many walks returned -1 since the process started. */
+uint64_t tfa_cfi_refusals(void);
+
+#endif /* TFA_CORE_CFI_H */

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dlclose: the unwinder's caches know code by its address, and a library
+ * loaded later may be mapped where the closed one was.  They are flushed
+ * before the real dlclose (rules a walk computes while the library goes are
+ * of the old generation) and again after it (core/cfi.c).  The loader's own
+ * unloads (iconv's gconv modules) do not come through here.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+
+#include "core/common.h"
+#include "core/thread.h"
+#include "core/unwind.h"
+
+TFA_EXPORT int dlclose(void *handle);
+
+int
+dlclose(void *handle)
+{
+	static int (*real)(void *);
+	int (*fn)(void *) = __atomic_load_n(&real, __ATOMIC_RELAXED);
+
+	if (fn == NULL) {
+		tfa_guard_enter();
+		void *sym = dlsym(RTLD_NEXT, "dlclose");
+		tfa_guard_exit();
+		if (sym == NULL)
+			return -1;
+		__builtin_memcpy(&fn, &sym, sizeof(fn));
+		__atomic_store_n(&real, fn, __ATOMIC_RELAXED);
+	}
+	tfa_unwind_flush_caches();
+	int r = fn(handle);
+	int saved_errno = errno;
+	tfa_unwind_flush_caches();
+	errno = saved_errno;
+	return r;
+}

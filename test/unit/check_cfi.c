@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core/cfi.c, against libunwind: for stacks of every kind the shim meets
+ * (deep recursion, -O2 -fomit-frame-pointer code, alloca and variable-length
+ * arrays, a 64 KiB frame, callbacks from libc's qsort and from C++'s
+ * std::sort through std::function, several threads at once, a library
+ * unloaded and another loaded at its address), tfa_unwind_capture in
+ * TFA_STACKS_UNWIND must give exactly the frames unw_backtrace gives, and
+ * the walk of cfi.c must have served them (no refusal counted).  In a
+ * signal handler (on the thread's stack or a sigaltstack) cfi.c refuses by
+ * design and libunwind's frames come back, the same again.  The timing case
+ * prints ns per capture and asserts nothing about it.
+ */
+#include "core/cfi.h"
+#include "core/unwind.h"
+
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cfi_frames.h"
+
+#define DEPTH 128
+
+typedef int (*backtrace_fn)(void **buffer, int size);
+static backtrace_fn unw_backtrace_ref;
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(tfa_unwind_init(TFA_STACKS_UNWIND), 0);
+	void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+	ck_assert_ptr_nonnull(lib);
+	unw_backtrace_ref = (backtrace_fn)dlsym(lib, "unw_backtrace");
+	ck_assert_ptr_nonnull(unw_backtrace_ref);
+}
+
+struct probe {
+	unsigned n;
+	uintptr_t pcs[DEPTH];
+	int ref_n;
+	void *ref[DEPTH];
+	uint64_t refusals; /* of this capture: before - after */
+};
+
+static const char *
+function_of(uintptr_t pc)
+{
+	Dl_info info;
+
+	if (pc == 0 || dladdr((void *)(pc - 1), &info) == 0 || info.dli_sname == NULL)
+		return "?";
+	return info.dli_sname;
+}
+
+/*
+ * Both walks from here.  pcs[0] and ref[0] are return addresses into this
+ * function from two different calls; from 1 on, the same frames.
+ */
+void probe_here(void *arg);
+
+__attribute__((noinline)) void
+probe_here(void *arg)
+{
+	struct probe *p = arg;
+	uint64_t before = tfa_cfi_refusals();
+
+	p->n = tfa_unwind_capture(TFA_STACKS_UNWIND, p->pcs, DEPTH, 0);
+	p->refusals = tfa_cfi_refusals() - before;
+	p->ref_n = unw_backtrace_ref(p->ref, DEPTH);
+	__asm__ volatile("" ::: "memory");
+}
+
+/* The two walks agree, frame by frame; the fast path served the first unless `refused`. */
+static void
+check_probe(const struct probe *p, bool refused, const char *what)
+{
+	ck_assert_msg(p->n >= 3, "%s: %u frames", what, p->n);
+	ck_assert_msg(p->ref_n == (int)p->n, "%s: %u frames, libunwind %d", what, p->n, p->ref_n);
+	ck_assert_str_eq(function_of(p->pcs[0]), "probe_here");
+	for (unsigned i = 1; i < p->n; i++)
+		ck_assert_msg(p->pcs[i] == (uintptr_t)p->ref[i], "%s: frame %u: %#lx (%s), libunwind %p (%s)",
+			      what, i, (unsigned long)p->pcs[i], function_of(p->pcs[i]), p->ref[i],
+			      function_of((uintptr_t)p->ref[i]));
+	if (refused)
+		ck_assert_msg(p->refusals >= 1, "%s: the walk was not refused", what);
+	else
+		ck_assert_msg(p->refusals == 0, "%s: refused, libunwind served it", what);
+}
+
+static bool
+has_function(const struct probe *p, const char *name)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		if (strcmp(function_of(p->pcs[i]), name) == 0)
+			return true;
+	return false;
+}
+
+START_TEST(test_cfi_recursion)
+{
+	static const int levels[] = { 0, 1, 5, 40, 200 };
+
+	for (unsigned i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		struct probe p = { 0 };
+		frames_recurse(levels[i], probe_here, &p);
+		check_probe(&p, false, "recursion");
+		ck_assert(has_function(&p, "frames_recurse"));
+		if (levels[i] < 100)
+			ck_assert(has_function(&p, "main"));
+		else
+			ck_assert_uint_eq(p.n, DEPTH);
+	}
+}
+END_TEST
+
+START_TEST(test_cfi_alloca_vla_big)
+{
+	for (int n = 1; n < 5000; n = n * 3 + 1) {
+		struct probe p = { 0 };
+		frames_alloca((size_t)n, probe_here, &p);
+		check_probe(&p, false, "alloca");
+		ck_assert(has_function(&p, "frames_alloca"));
+
+		struct probe q = { 0 };
+		frames_vla(n, probe_here, &q);
+		check_probe(&q, false, "vla");
+		ck_assert(has_function(&q, "frames_vla"));
+	}
+	struct probe p = { 0 };
+	frames_big(probe_here, &p);
+	check_probe(&p, false, "64 KiB frame");
+	ck_assert(has_function(&p, "frames_big"));
+}
+END_TEST
+
+START_TEST(test_cfi_through_libc_and_cxx)
+{
+	struct probe p = { 0 };
+
+	frames_qsort(probe_here, &p);
+	check_probe(&p, false, "qsort");
+	/* probe_here, by_value, then libc's qsort frames (or a sanitizer's). */
+	unsigned at = 0;
+	while (at < p.n && strcmp(function_of(p.pcs[at]), "frames_qsort") != 0)
+		at++;
+	ck_assert_uint_lt(at, p.n);
+	ck_assert_uint_ge(at, 3);
+
+	struct probe q = { 0 };
+	frames_cxx(probe_here, &q);
+	check_probe(&q, false, "c++");
+	ck_assert(has_function(&q, "frames_cxx"));
+	ck_assert_uint_ge(q.n, 10);
+}
+END_TEST
+
+/* Repeated: the second capture comes from the cache, and must be the same. */
+START_TEST(test_cfi_cached)
+{
+	struct probe first = { 0 }, again = { 0 };
+
+	for (int i = 0; i < 4; i++) {
+		memset(&again, 0, sizeof(again));
+		frames_vla(100, probe_here, &again);
+		check_probe(&again, false, "cached");
+		if (i == 0)
+			first = again;
+		ck_assert_uint_eq(again.n, first.n);
+		ck_assert_mem_eq(again.pcs, first.pcs, first.n * sizeof(uintptr_t));
+	}
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+void *probe_on_thread(void *arg);
+
+void *
+probe_on_thread(void *arg)
+{
+	struct probe *p = arg;
+
+	for (int round = 0; round < 200; round++) {
+		memset(p, 0, sizeof(*p));
+		switch (round % 4) {
+		case 0:
+			frames_recurse(round % 17, probe_here, p);
+			break;
+		case 1:
+			frames_vla(round + 3, probe_here, p);
+			break;
+		case 2:
+			frames_qsort(probe_here, p);
+			break;
+		default:
+			frames_cxx(probe_here, p);
+			break;
+		}
+		check_probe(p, false, "thread");
+		ck_assert(has_function(p, "probe_on_thread"));
+	}
+	return NULL;
+}
+
+START_TEST(test_cfi_threads)
+{
+	pthread_t t[4];
+	static struct probe probes[4];
+
+	tfa_unwind_flush_caches(); /* every thread computes rules at the same time */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, probe_on_thread, &probes[i]), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+}
+END_TEST
+
+/* ---- signals: refused, libunwind's frames ------------------------------------------------- */
+
+static struct probe signal_probe;
+
+void on_signal(int sig);
+
+void
+on_signal(int sig)
+{
+	(void)sig;
+	frames_recurse(3, probe_here, &signal_probe);
+}
+
+static void
+probe_in_handler(bool altstack)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	stack_t ss = { 0 };
+
+	if (altstack) {
+		ss.ss_size = 64 << 10;
+		ss.ss_sp = malloc(ss.ss_size);
+		ck_assert_int_eq(sigaltstack(&ss, NULL), 0);
+		sa.sa_flags = SA_ONSTACK;
+	}
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	memset(&signal_probe, 0, sizeof(signal_probe));
+	frames_recurse(2, (frames_leaf_fn)(void (*)(void))raise, (void *)(intptr_t)SIGUSR1);
+	check_probe(&signal_probe, true, altstack ? "sigaltstack" : "handler");
+	ck_assert(has_function(&signal_probe, "on_signal"));
+	ck_assert(has_function(&signal_probe, "main"));
+	if (altstack) {
+		ss.ss_flags = SS_DISABLE;
+		ck_assert_int_eq(sigaltstack(&ss, NULL), 0);
+	}
+}
+
+START_TEST(test_cfi_signal)
+{
+	probe_in_handler(false);
+	probe_in_handler(true);
+}
+END_TEST
+
+/* ---- a library unloaded, another at its address ------------------------------------------- */
+
+typedef void (*lib_call_fn)(frames_leaf_fn fn, void *arg);
+
+/*
+ * Loads path, captures through its cfi_lib_call twice, unloads it.  The
+ * frames are checked for what they must be: the library's function, then
+ * this one, then the same frames as the first library's (the same call
+ * site).  Not against libunwind: after the unload, libunwind 1.6's trace
+ * cache keeps the first library's rule for the return address into
+ * cfi_lib_call (unw_flush_cache does not reach it) and reads the wrong slot.
+ */
+void probe_through(const char *path, uintptr_t *base, struct probe *out);
+
+TFA_NOINLINE __attribute__((noclone)) void
+probe_through(const char *path, uintptr_t *base, struct probe *out)
+{
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(lib != NULL, "%s", dlerror());
+	lib_call_fn call = (lib_call_fn)dlsym(lib, "cfi_lib_call");
+	ck_assert_ptr_nonnull(call);
+	Dl_info info;
+	ck_assert(dladdr((void *)call, &info) != 0);
+	*base = (uintptr_t)info.dli_fbase;
+	for (int i = 0; i < 2; i++) {
+		uint64_t before = tfa_cfi_refusals();
+		memset(out, 0, sizeof(*out));
+		call(probe_here, out);
+		ck_assert_uint_eq(tfa_cfi_refusals(), before);
+		ck_assert_str_eq(function_of(out->pcs[0]), "probe_here");
+		ck_assert_str_eq(function_of(out->pcs[1]), "cfi_lib_call");
+		ck_assert_str_eq(function_of(out->pcs[2]), "probe_through");
+		ck_assert(has_function(out, "main"));
+	}
+	ck_assert_int_eq(dlclose(lib), 0);
+	tfa_unwind_flush_caches(); /* what the shim's dlclose does */
+}
+
+START_TEST(test_cfi_dlclose)
+{
+	const char *paths[] = { CFI_LIB_A, CFI_LIB_B, CFI_LIB_A };
+	uintptr_t bases[3];
+	struct probe probes[3];
+
+	/* The first, while nothing is stale, against libunwind too. */
+	{
+		void *lib = dlopen(CFI_LIB_A, RTLD_NOW | RTLD_LOCAL);
+		ck_assert_ptr_nonnull(lib);
+		struct probe p = { 0 };
+		((lib_call_fn)dlsym(lib, "cfi_lib_call"))(probe_here, &p);
+		check_probe(&p, false, "library");
+		dlclose(lib);
+		tfa_unwind_flush_caches();
+	}
+	for (int i = 0; i < 3; i++)
+		probe_through(paths[i], &bases[i], &probes[i]);
+	/* The case this is about: the second library where the first was. */
+	ck_assert_uint_eq(bases[1], bases[0]);
+	ck_assert_uint_eq(bases[2], bases[0]);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_uint_eq(probes[i].n, probes[0].n);
+		ck_assert_mem_eq(probes[i].pcs, probes[0].pcs, probes[0].n * sizeof(uintptr_t));
+	}
+}
+END_TEST
+
+/* ---- timing: printed, never asserted ------------------------------------------------------ */
+
+struct timing {
+	int reps;
+	bool libunwind;
+	double ns;
+	unsigned frames;
+};
+
+static double
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+__attribute__((noinline)) static void
+time_here(void *arg)
+{
+	struct timing *t = arg;
+	uintptr_t pcs[64];
+	void *ref[64];
+	double best = 1e30;
+
+	for (int round = 0; round < 5; round++) {
+		double t0 = now_ns();
+		for (int i = 0; i < t->reps; i++) {
+			if (t->libunwind)
+				t->frames = (unsigned)unw_backtrace_ref(ref, 64);
+			else
+				t->frames = tfa_unwind_capture(TFA_STACKS_UNWIND, pcs, 64, 0);
+			__asm__ volatile("" ::: "memory");
+		}
+		double ns = (now_ns() - t0) / t->reps;
+		best = ns < best ? ns : best;
+	}
+	t->ns = best;
+}
+
+START_TEST(test_cfi_timing)
+{
+	/* frames_depth(k) puts k frames between main's callees and the leaf. */
+	static const int depths[] = { 12, 22 };
+
+	for (int i = 0; i < 2; i++) {
+		struct timing cfi = { .reps = 20000 }, unw = { .reps = 20000, .libunwind = true };
+		/* The test's own frames below: from the leaf to main and beyond. */
+		struct probe p = { 0 };
+		frames_depth(depths[i], probe_here, &p);
+		unsigned extra = p.n - (unsigned)depths[i];
+		frames_depth(depths[i] - (int)extra, time_here, &cfi);
+		frames_depth(depths[i] - (int)extra, time_here, &unw);
+		printf("cfi timing: %u frames: cfi.c %.1f ns (%.2f ns/frame), libunwind %.1f ns "
+		       "(%u frames)\n",
+		       cfi.frames, cfi.ns, cfi.ns / cfi.frames, unw.ns, unw.frames);
+	}
+}
+END_TEST
+
+static Suite *
+cfi_suite(void)
+{
+	Suite *s = suite_create("cfi");
+	TCase *tc = tcase_create("against libunwind");
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_cfi_recursion);
+	tcase_add_test(tc, test_cfi_alloca_vla_big);
+	tcase_add_test(tc, test_cfi_through_libc_and_cxx);
+	tcase_add_test(tc, test_cfi_cached);
+	tcase_add_test(tc, test_cfi_threads);
+	tcase_add_test(tc, test_cfi_signal);
+	tcase_add_test(tc, test_cfi_dlclose);
+	tcase_add_test(tc, test_cfi_timing);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(cfi_suite());
+	int failures;
+
+	srunner_run_all(sr, CK_ENV);
+	failures = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failures != 0;
+}
