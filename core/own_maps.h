@@ -31,6 +31,19 @@ bool tfa_own_maps_contains(uintptr_t addr);
  * returns how many (0 when more than max).
  */
 size_t tfa_own_maps_snapshot(tfa_leak_range_t *out, size_t max);
+/*
+ * The backend's mappings: every recorded mapping but those core/arena.c made
+ * (it says so around its mmap calls with tfa_own_maps_arena_begin/end).  In
+ * libtfalloc.so that is the private jemalloc's memory: its blocks and its
+ * metadata.  tfa_own_maps_backend_contains answers without a lock (a
+ * per-thread cache of the last range found, then a scan checked by a
+ * sequence count); it is how sample-only tracking (TFALLOC_TRACK=sampled)
+ * tells a block of jemalloc's from a foreign pointer.  [async-signal-safe]
+ */
+void tfa_own_maps_arena_begin(void);
+void tfa_own_maps_arena_end(void);
+bool tfa_own_maps_backend_contains(uintptr_t addr);
+
 /* Entries in the table now. */
 size_t tfa_own_maps_count(void);
 
