@@ -23,11 +23,10 @@ static tfa_lock_t own_lock = TFA_LOCK_INIT;
 static tfa_leak_range_t be[BE_MAX];
 static size_t nbe;
 static bool be_overflowed;
-static uint64_t be_seq;
+uint64_t tfa_own_maps_be_seq;
+#define be_seq tfa_own_maps_be_seq
 static TFA_TLS uint32_t arena_mapping;
-/* The last backend range found by this thread, and be_seq then. */
-static TFA_TLS uintptr_t be_cache_lo, be_cache_hi;
-static TFA_TLS uint64_t be_cache_seq;
+TFA_TLS tfa_own_maps_cache_t tfa_own_maps_cache;
 
 void
 tfa_own_maps_arena_begin(void)
@@ -88,12 +87,10 @@ be_end(void)
 }
 
 bool
-tfa_own_maps_backend_contains(uintptr_t addr)
+tfa_own_maps_backend_lookup(uintptr_t addr)
 {
 	uint64_t seq = __atomic_load_n(&be_seq, __ATOMIC_ACQUIRE);
 
-	if (tfa_likely(addr - be_cache_lo < be_cache_hi - be_cache_lo) && tfa_likely(seq == be_cache_seq))
-		return true;
 	for (int tries = 0; tries < 4 && (seq & 1) == 0; tries++) {
 		size_t n = __atomic_load_n(&nbe, __ATOMIC_RELAXED);
 		bool over = __atomic_load_n(&be_overflowed, __ATOMIC_RELAXED);
@@ -114,9 +111,9 @@ tfa_own_maps_backend_contains(uintptr_t addr)
 			continue;
 		}
 		if (hi != 0) {
-			be_cache_lo = lo;
-			be_cache_hi = hi;
-			be_cache_seq = seq;
+			tfa_own_maps_cache.lo = lo;
+			tfa_own_maps_cache.hi = hi;
+			tfa_own_maps_cache.seq = seq;
 			return true;
 		}
 		if (!over)
