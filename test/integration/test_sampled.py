@@ -15,7 +15,7 @@ are recorded, the rest only counted.
             of TFALLOC_TRACK gives one line and tracks all.
   errors    a free of a pointer malloc never made gives exactly one line
             (invalid free) and the exit status stays 0; a double free of a
-            sampled block (1 MiB at a 4 KiB interval) is reported.
+            sampled block (32 KiB at a 1 KiB interval) is reported.
   gate      tfalloc run --leak-gate refuses TFALLOC_TRACK=sampled (and
             --track sampled) before running the command (status 122); a
             sample-only profile written by a child is refused by the gate with
@@ -156,8 +156,9 @@ def case_errors(ctx):
     T.check_exited(p, 0)
     T.check_eq(T.error_totals(p)["invalid_free"], 1, "invalid frees counted")
 
-    r, rep = ctx.run_and_report([prog, "double", str(1 << 20)], via="preload", what="double free",
-                                env=dict(SAMPLED, TFALLOC_SAMPLE_BYTES="4096"))
+    # Sampled for sure (1 - exp(-32)), small enough for the quarantine (64 KiB).
+    r, rep = ctx.run_and_report([prog, "double", str(32 << 10)], via="preload", what="double free",
+                                env=dict(SAMPLED, TFALLOC_SAMPLE_BYTES="1024"))
     T.check_eq(r.out, "double done\n", "tp_sampled double: stdout")
     lines = r.err_lines()
     T.check(len(lines) == 1 and "double free of" in lines[0], "a double free of a sampled block\n" + r.describe())
