@@ -964,9 +964,18 @@ shim_realloc_sampled(void *ptr, size_t nbytes, bool *done)
 		if (stack_id == 0 && !fixed) {
 			q = tfa_je_rallocx(ptr, nbytes, 0);
 			if (q != NULL) {
-				tfa_tracking_count_untracked(&cpu_tracker, -1, 0, old_asz, true);
-				tfa_tracking_count_untracked(&cpu_tracker, 1, nbytes, tfa_je_sallocx(q, 0),
-							     false);
+				size_t asz = nbytes <= TFA_JE_SMALL_MAX ? tfa_jemalloc_usable[(nbytes + 7) >> 3]
+								       : tfa_je_sallocx(q, 0);
+				tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+				if (tfa_likely(trec != NULL)) {
+					bool single = __libc_single_threaded;
+					trec->slots[TFA_SLOT_PROCESS].num_reallocs++;
+					fast_count_untracked(trec, 0, old_asz, false, single);
+					fast_count_untracked(trec, nbytes, asz, true, single);
+				} else {
+					tfa_tracking_count_untracked(&cpu_tracker, -1, 0, old_asz, true);
+					tfa_tracking_count_untracked(&cpu_tracker, 1, nbytes, asz, false);
+				}
 			}
 			goto out;
 		}
