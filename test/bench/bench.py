@@ -855,7 +855,7 @@ def targets(rows, summary, report):
                     f"{len(within)} of {len(pairs)}: "
                     + ", ".join(f"{w} {x:.2f}" for w, x in sorted(pairs)),
                     verdict(len(within) == len(pairs))])
-    ratio_goal("tfalloc-sampled", 1.1, " (sampled stacks)")
+    ratio_goal("tfalloc-sampled", 1.1, " (sample-only tracking, sampled stacks)")
     for mode, pct in (("tfalloc", 80), ("tfalloc-stacks", 50)):
         e = by_mode.get(mode, {})
         if "churn_throughput_pct_of_jemalloc" in e:
