@@ -858,12 +858,33 @@ untracked_alloc(size_t nbytes, size_t alignment, bool zero)
 	return p;
 }
 
-/* A block of the private jemalloc without a record: counted, then freed.  [hot path] */
-static TFA_ALWAYS_INLINE void
+/*
+ * Whether p can be where a block of jemalloc's with asz usable bytes starts:
+ * a small one lies a multiple of its size class after its slab's start, a
+ * page, so at a multiple of the class's lowest set bit (a page at most); a
+ * large one (16 KiB and up) at a multiple of a cache line in its first page
+ * (jemalloc's cache-oblivious offset).  Most pointers into the middle of a
+ * block fail it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+block_start_fits(uintptr_t p, size_t asz)
+{
+	size_t align = asz >= ((size_t)16 << 10) ? 64 : TFA_MIN(asz & (~asz + 1), (size_t)4096);
+
+	return asz != 0 && (p & (align - 1)) == 0;
+}
+
+/*
+ * A block of the private jemalloc without a record: counted, then freed.
+ * false: p is not where a block starts (nothing done).  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
 untracked_free(tfa_thread_rec_t *trec, void *ptr)
 {
 	size_t asz = tfa_je_sallocx(ptr, 0);
 
+	if (tfa_unlikely(!block_start_fits((uintptr_t)ptr, asz)))
+		return false;
 	if (tfa_likely(trec != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
 			fast_count_untracked(trec, 0, asz, false, true);
@@ -874,6 +895,7 @@ untracked_free(tfa_thread_rec_t *trec, void *ptr)
 	}
 	/* Counted before jemalloc can hand the address out again. */
 	tfa_je_sdallocx(ptr, asz, 0);
+	return true;
 }
 
 /* Whether a pointer without a record is a block of the private jemalloc. */
@@ -906,7 +928,8 @@ shim_free_sampled(void *ptr, uint8_t kind)
 	} else if (quarantine_holds(p)) {
 		record_error(TFA_ERR_DOUBLE_FREE, p, 0, kind, 0);
 	} else if (untracked_block(p)) {
-		untracked_free(tfa_tls.fast_rec, ptr);
+		if (!untracked_free(tfa_tls.fast_rec, ptr))
+			record_error(TFA_ERR_INVALID_FREE, p, 0, kind, 0);
 	} else {
 		/* Not a block of the private jemalloc: what the general path says (invalid). */
 		int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
@@ -959,8 +982,12 @@ shim_realloc_sampled(void *ptr, size_t nbytes, bool *done)
 			*done = false;
 			goto out;
 		}
-		uint32_t stack_id = fixed ? 0 : stack_for(nbytes);
 		size_t old_asz = tfa_je_sallocx(ptr, 0);
+		if (!block_start_fits(p, old_asz)) {
+			record_error(TFA_ERR_INVALID_FREE, p, 0, TFA_KIND_MALLOC, 0);
+			goto out;
+		}
+		uint32_t stack_id = fixed ? 0 : stack_for(nbytes);
 		if (stack_id == 0 && !fixed) {
 			q = tfa_je_rallocx(ptr, nbytes, 0);
 			if (q != NULL) {
@@ -983,7 +1010,7 @@ shim_realloc_sampled(void *ptr, size_t nbytes, bool *done)
 		if (q != NULL) {
 			memcpy(q, ptr, TFA_MIN(old_asz, nbytes));
 			tfa_tracking_count_untracked(&cpu_tracker, 0, 0, 0, true);
-			untracked_free(NULL, ptr);
+			(void)untracked_free(NULL, ptr); /* checked above */
 		}
 		goto out;
 	}
@@ -1124,10 +1151,12 @@ tfa_shim_free(void *ptr, uint8_t kind)
 			int *errno_loc = tfa_tls.errno_loc;
 			int saved_errno = *errno_loc;
 			shim_enter();
-			untracked_free(trec, ptr);
+			bool freed = untracked_free(trec, ptr);
 			shim_exit();
 			*errno_loc = saved_errno;
-			return;
+			if (tfa_likely(freed))
+				return;
+			/* Inside a block: the general path says so. */
 		}
 		shim_free_sampled(ptr, kind);
 		return;
@@ -1262,8 +1291,10 @@ tfa_shim_usable_size(const void *ptr)
 	shim_enter();
 	if (tfa_tracking_lookup(&cpu_tracker, ptr, &info))
 		n = tfa_tracking_backend_usable_size(&cpu_tracker, &info);
-	else if (sample_only && !quarantine_holds((uintptr_t)ptr) && untracked_block((uintptr_t)ptr))
+	else if (sample_only && !quarantine_holds((uintptr_t)ptr) && untracked_block((uintptr_t)ptr)) {
 		n = tfa_je_sallocx(ptr, 0);
+		n = block_start_fits((uintptr_t)ptr, n) ? n : 0;
+	}
 	shim_exit();
 	return n;
 }

@@ -14,7 +14,8 @@ are recorded, the rest only counted.
   default   without TFALLOC_SAMPLE_BYTES the interval is 512 KiB; a bad value
             of TFALLOC_TRACK gives one line and tracks all.
   errors    a free of a pointer malloc never made gives exactly one line
-            (invalid free) and the exit status stays 0; a double free of a
+            (invalid free) and the exit status stays 0; so do a free and a
+            realloc of a pointer 8 bytes into a block, sampled or not; a double free of a
             sampled block (32 KiB at a 1 KiB interval) is reported.
   gate      tfalloc run --leak-gate refuses TFALLOC_TRACK=sampled (and
             --track sampled) before running the command (status 122); a
@@ -155,6 +156,19 @@ def case_errors(ctx):
     p = T.only_process(rep)
     T.check_exited(p, 0)
     T.check_eq(T.error_totals(p)["invalid_free"], 1, "invalid frees counted")
+
+    # A pointer into a block: one invalid free, one invalid realloc, the block intact; unsampled
+    # (the default interval: sampled with a chance of 1 in 2,000) and sampled (a 1-byte interval).
+    for extra in ({}, {"TFALLOC_SAMPLE_BYTES": "1"}):
+        r, rep = ctx.run_and_report([prog, "interior"], via="preload", what="interior free %r" % extra,
+                                    env=dict(SAMPLED, **extra))
+        T.check_eq(r.out, "interior done\n", "tp_sampled interior %r: stdout" % extra)
+        lines = r.err_lines()
+        T.check(len(lines) == 2 and all("invalid free of" in l for l in lines),
+                "a free and a realloc inside a block %r: two lines\n%s" % (extra, r.describe()))
+        p = T.only_process(rep)
+        T.check_exited(p, 0)
+        T.check_eq(T.error_totals(p)["invalid_free"], 2, "invalid frees counted %r" % extra)
 
     # Sampled for sure (1 - exp(-32)), small enough for the quarantine (64 KiB).
     r, rep = ctx.run_and_report([prog, "double", str(32 << 10)], via="preload", what="double free",

@@ -13,6 +13,10 @@
  *                                and LIVE size count for each kept size
  *   tp_sampled foreign           one free of a pointer malloc never made (a
  *                                static array); exit status 0
+ *   tp_sampled interior          free of a pointer 8 bytes into a block of 256
+ *                                (one invalid free; the block stays intact and is
+ *                                freed after); realloc of the same (another);
+ *                                exit status 0
  *   tp_sampled double SIZE       malloc(SIZE), freed twice; exit status 0
  *                                (a block far larger than the interval is
  *                                sampled for sure)
@@ -129,6 +133,19 @@ main(int argc, char **argv)
 		tp_out("foreign done\n");
 		return 0;
 	}
+	if (argc == 2 && strcmp(argv[1], "interior") == 0) {
+		unsigned char *q = malloc(256);
+		TP_CHECK(q != NULL, "malloc(256)");
+		tp_fill(q, 256, 9);
+		void *volatile inside = q + 8;
+		free(inside);
+		void *r = realloc(inside, 100);
+		TP_CHECK(r == NULL, "realloc of a pointer inside a block made one");
+		TP_CHECK(tp_check_fill(q, 256, 9), "the block of an interior free was clobbered");
+		free(q);
+		tp_out("interior done\n");
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "double") == 0) {
 		void *p = malloc((size_t)atol(argv[2]));
 		TP_CHECK(p != NULL, "malloc");
@@ -138,6 +155,6 @@ main(int argc, char **argv)
 		tp_out("double done\n");
 		return 0;
 	}
-	tp_printf(2, "usage: tp_sampled baseline | counts N K SEED | foreign | double SIZE\n");
+	tp_printf(2, "usage: tp_sampled baseline | counts N K SEED | foreign | interior | double SIZE\n");
 	return 2;
 }
