@@ -869,9 +869,10 @@ untracked_alloc(size_t nbytes, size_t alignment, bool zero)
 static TFA_ALWAYS_INLINE bool
 block_start_fits(uintptr_t p, size_t asz)
 {
-	size_t align = asz >= ((size_t)16 << 10) ? 64 : TFA_MIN(asz & (~asz + 1), (size_t)4096);
+	/* The lowest set bit less one, within a page (asz 0: 4095, never a fit but for a page). */
+	size_t mask = asz >= ((size_t)16 << 10) ? 63 : ((asz & (~asz + 1)) - 1) & 4095;
 
-	return asz != 0 && (p & (align - 1)) == 0;
+	return (p & mask) == 0;
 }
 
 /*
