@@ -7,6 +7,7 @@
 
 #include "core/common.h"
 #include "core/lock.h"
+#include "core/own_maps.h"
 
 #define CHUNK_SIZE ((size_t)64 << 10)
 
@@ -29,7 +30,9 @@ static void *
 map_huge(size_t bytes)
 {
 	size_t span = bytes + HUGE_PAGE;
+	tfa_own_maps_arena_begin();
 	char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tfa_own_maps_arena_end();
 
 	if (raw == MAP_FAILED)
 		return NULL;
@@ -55,7 +58,9 @@ tfa_arena_map(size_t bytes)
 	}
 	if (bytes >= HUGE_PAGE)
 		return map_huge(bytes);
+	tfa_own_maps_arena_begin();
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tfa_own_maps_arena_end();
 	if (p == MAP_FAILED)
 		return NULL;
 	__atomic_fetch_add(&mapped_bytes, bytes, __ATOMIC_RELAXED);

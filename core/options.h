@@ -39,6 +39,7 @@
 	X(STACKS,         stacks,         str,  "unwind", "call stacks of allocations: unwind (libunwind), fp (frame pointers), none") \
 	X(STACK_DEPTH,    stack_depth,    uint, 64,     "frames recorded per stack (1 to 128)")                  \
 	X(SAMPLE_BYTES,   sample_bytes,   size, 0,      "record stacks for a sample: one every N bytes on average (Poisson); 0: every allocation") \
+	X(TRACK,          track,          str,  "all",  "blocks the pointer table records: all (exact bytes in use, leaks, every double and mismatched free) or sampled (only the blocks sampled for stacks, as jemalloc's heap profiler: exact counts and allocated bytes, estimated bytes and leaks, no leak gate; double and mismatched frees of unsampled blocks go unseen; TFALLOC_SAMPLE_BYTES=0 means 512K)") \
 	X(MAX_STACKS,     max_stacks,     uint, 100000, "distinct call stacks kept whole; past that, new stacks keep their 8 innermost frames (memory and profile size stay bounded)") \
 	X(FLUSH_INTERVAL_MS, flush_interval_ms, uint, 5000, "write a snapshot of the profile every N milliseconds while the program allocates, so a killed process leaves one; 0: only at the end") \
 	X(LEAK_CLASSES,   leak_classes,   bool, true,   "at exit, classify leaked blocks by reachability as valgrind's memcheck does (definite, indirect, possible, reachable); 0: all unclassified") \

@@ -13,6 +13,124 @@ static size_t nown;
 static bool overflowed;
 static tfa_lock_t own_lock = TFA_LOCK_INIT;
 
+/*
+ * The backend's ranges (not the arena's), for tfa_own_maps_backend_contains:
+ * changed under own_lock with seq odd meanwhile; readers scan without a lock
+ * and trust the answer when seq was even and unchanged.  More ranges than
+ * this: the locked scan of own[] (be_overflowed).
+ */
+#define BE_MAX 512
+static tfa_leak_range_t be[BE_MAX];
+static size_t nbe;
+static bool be_overflowed;
+uint64_t tfa_own_maps_be_seq;
+#define be_seq tfa_own_maps_be_seq
+static TFA_TLS uint32_t arena_mapping;
+TFA_TLS tfa_own_maps_cache_t tfa_own_maps_cache;
+
+void
+tfa_own_maps_arena_begin(void)
+{
+	arena_mapping++;
+}
+
+void
+tfa_own_maps_arena_end(void)
+{
+	arena_mapping--;
+}
+
+/* Takes [lo, hi) out of the ranges t[0..*n): an entry is cut, split or dropped. */
+static void
+ranges_remove(tfa_leak_range_t *t, size_t *n, size_t max, bool *overflow, uintptr_t lo, uintptr_t hi)
+{
+	for (size_t i = 0; i < *n;) {
+		tfa_leak_range_t *r = &t[i];
+		if (r->hi <= lo || r->lo >= hi) {
+			i++;
+			continue;
+		}
+		if (r->lo < lo && r->hi > hi) {
+			/* The middle goes: two pieces. */
+			if (*n < max) {
+				t[*n].lo = hi;
+				t[*n].hi = r->hi;
+				(*n)++;
+			} else {
+				*overflow = true;
+			}
+			r->hi = lo;
+			i++;
+		} else if (r->lo < lo) {
+			r->hi = lo;
+			i++;
+		} else if (r->hi > hi) {
+			r->lo = hi;
+			i++;
+		} else {
+			*r = t[--(*n)];
+		}
+	}
+}
+
+static void
+be_begin(void)
+{
+	__atomic_store_n(&be_seq, be_seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void
+be_end(void)
+{
+	__atomic_store_n(&be_seq, be_seq + 1, __ATOMIC_RELEASE);
+}
+
+bool
+tfa_own_maps_backend_lookup(uintptr_t addr)
+{
+	uint64_t seq = __atomic_load_n(&be_seq, __ATOMIC_ACQUIRE);
+
+	for (int tries = 0; tries < 4 && (seq & 1) == 0; tries++) {
+		size_t n = __atomic_load_n(&nbe, __ATOMIC_RELAXED);
+		bool over = __atomic_load_n(&be_overflowed, __ATOMIC_RELAXED);
+		uintptr_t lo = 0, hi = 0;
+		for (size_t i = 0; i < n && i < BE_MAX; i++) {
+			uintptr_t l = __atomic_load_n(&be[i].lo, __ATOMIC_RELAXED);
+			uintptr_t h = __atomic_load_n(&be[i].hi, __ATOMIC_RELAXED);
+			if (addr >= l && addr < h) {
+				lo = l;
+				hi = h;
+				break;
+			}
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		uint64_t again = __atomic_load_n(&be_seq, __ATOMIC_RELAXED);
+		if (again != seq) {
+			seq = again;
+			continue;
+		}
+		if (hi != 0) {
+			tfa_own_maps_cache.lo = lo;
+			tfa_own_maps_cache.hi = hi;
+			tfa_own_maps_cache.seq = seq;
+			return true;
+		}
+		if (!over)
+			return false;
+		break;
+	}
+	/* Changing all the time, or too many ranges: the locked scan. */
+	tfa_lock(&own_lock);
+	bool in = false;
+	for (size_t i = 0; i < nbe && !in; i++)
+		in = addr >= be[i].lo && addr < be[i].hi;
+	if (!in && be_overflowed)
+		in = true; /* not known: taken for the backend's, as without the check */
+	tfa_unlock(&own_lock);
+	return in;
+}
+
 void
 tfa_own_maps_add(uintptr_t lo, size_t len)
 {
@@ -26,6 +144,17 @@ tfa_own_maps_add(uintptr_t lo, size_t len)
 	} else {
 		overflowed = true;
 	}
+	if (arena_mapping == 0) {
+		be_begin();
+		if (nbe < BE_MAX) {
+			be[nbe].lo = lo;
+			be[nbe].hi = lo + len;
+			nbe++;
+		} else {
+			be_overflowed = true;
+		}
+		be_end();
+	}
 	tfa_unlock(&own_lock);
 }
 
@@ -38,33 +167,10 @@ tfa_own_maps_remove(uintptr_t lo, size_t len)
 	if (len == 0)
 		return;
 	tfa_lock(&own_lock);
-	for (size_t i = 0; i < nown;) {
-		tfa_leak_range_t *r = &own[i];
-		if (r->hi <= lo || r->lo >= hi) {
-			i++;
-			continue;
-		}
-		if (r->lo < lo && r->hi > hi) {
-			/* The middle goes: two pieces. */
-			if (nown < OWN_MAX) {
-				own[nown].lo = hi;
-				own[nown].hi = r->hi;
-				nown++;
-			} else {
-				overflowed = true;
-			}
-			r->hi = lo;
-			i++;
-		} else if (r->lo < lo) {
-			r->hi = lo;
-			i++;
-		} else if (r->hi > hi) {
-			r->lo = hi;
-			i++;
-		} else {
-			*r = own[--nown];
-		}
-	}
+	ranges_remove(own, &nown, OWN_MAX, &overflowed, lo, hi);
+	be_begin();
+	ranges_remove(be, &nbe, BE_MAX, &be_overflowed, lo, hi);
+	be_end();
 	tfa_unlock(&own_lock);
 }
 

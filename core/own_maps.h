@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/common.h"
 #include "core/leak_scan.h"
 
 void tfa_own_maps_add(uintptr_t lo, size_t len);
@@ -31,6 +32,38 @@ bool tfa_own_maps_contains(uintptr_t addr);
  * returns how many (0 when more than max).
  */
 size_t tfa_own_maps_snapshot(tfa_leak_range_t *out, size_t max);
+/*
+ * The backend's mappings: every recorded mapping but those core/arena.c made
+ * (it says so around its mmap calls with tfa_own_maps_arena_begin/end).  In
+ * libtfalloc.so that is the private jemalloc's memory: its blocks and its
+ * metadata.  tfa_own_maps_backend_contains answers without a lock (a
+ * per-thread cache of the last range found, then a scan checked by a
+ * sequence count); it is how sample-only tracking (TFALLOC_TRACK=sampled)
+ * tells a block of jemalloc's from a foreign pointer.  [async-signal-safe]
+ */
+void tfa_own_maps_arena_begin(void);
+void tfa_own_maps_arena_end(void);
+bool tfa_own_maps_backend_lookup(uintptr_t addr);
+
+/* The range this thread found last, and the sequence count then (tfa_own_maps_backend_lookup). */
+typedef struct tfa_own_maps_cache_s {
+	uintptr_t lo, hi;
+	uint64_t seq;
+} tfa_own_maps_cache_t;
+extern TFA_HIDDEN TFA_TLS tfa_own_maps_cache_t tfa_own_maps_cache;
+extern TFA_HIDDEN uint64_t tfa_own_maps_be_seq;
+
+static TFA_ALWAYS_INLINE bool
+tfa_own_maps_backend_contains(uintptr_t addr)
+{
+	tfa_own_maps_cache_t *c = &tfa_own_maps_cache;
+
+	if (tfa_likely(addr - c->lo < c->hi - c->lo)
+	    && tfa_likely(__atomic_load_n(&tfa_own_maps_be_seq, __ATOMIC_ACQUIRE) == c->seq))
+		return true;
+	return tfa_own_maps_backend_lookup(addr);
+}
+
 /* Entries in the table now. */
 size_t tfa_own_maps_count(void);
 

@@ -6,6 +6,8 @@
  */
 #include "core/profile_format.h"
 
+#include <math.h>
+
 #include <stdbool.h>
 
 #define CRC32_POLY 0xedb88320u /* IEEE 802.3, reflected */
@@ -192,4 +194,13 @@ tfa_prof_resource_state_name(uint32_t state)
 	case 2: return "deleted";
 	default: return "unknown";
 	}
+}
+
+double
+tfa_sample_weight(uint64_t size, uint64_t interval)
+{
+	if (interval == 0)
+		return 1.0;
+	double p = -expm1(-(double)(size == 0 ? 1 : size) / (double)interval);
+	return p > 0 ? 1.0 / p : 1.0;
 }

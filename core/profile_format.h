@@ -62,7 +62,12 @@ enum tfa_prof_record_type_e {
 	 * table was full and kept its innermost frames only), u32 max_stacks;
 	 * then (absent in older files) what the shim mapped for its tables: u64
 	 * pointer table bytes, u64 stack table bytes (the stacks, their index and
-	 * the sites' figures).
+	 * the sites' figures); then (absent in older files) u32 track (enum
+	 * tfa_prof_track_e: 1, sample-only tracking, TFALLOC_TRACK=sampled: only
+	 * the blocks with a sampled stack were recorded, so the leak records are
+	 * those live at exit, estimated; the device's bytes in use count the
+	 * unsampled blocks at their allocated size; sample_bytes is not 0 and the
+	 * stacks mode not none).
 	 */
 	TFA_REC_CONFIG = 6,
 	/*
@@ -148,6 +153,20 @@ enum tfa_prof_device_field_e {
 	TFA_DEV_FIELD_COUNT
 };
 
+enum tfa_prof_track_e {
+	TFA_PROF_TRACK_ALL = 0,     /* every live block was recorded */
+	TFA_PROF_TRACK_SAMPLED = 1, /* only the sampled ones (TFALLOC_TRACK=sampled) */
+};
+
+/*
+ * What one sampled block of size bytes stands for in sample-only tracking at
+ * a mean interval of `interval` bytes: 1 / (1 - exp(-size / interval)), the
+ * inverse of its chance to be sampled (jemalloc's heap profiler's scaling);
+ * a size of 0 counts as 1 byte; 1 when interval is 0.  Its bytes: size
+ * times that.
+ */
+double tfa_sample_weight(uint64_t size, uint64_t interval);
+
 enum tfa_prof_stacks_mode_e {
 	TFA_PROF_STACKS_NONE = 0,
 	TFA_PROF_STACKS_FP = 1,
@@ -179,6 +198,15 @@ enum tfa_prof_leak_field_e {
 	TFA_LEAKF_ALLOCATED_BYTES,
 	TFA_LEAKF_SAMPLE_ADDRESS, /* one of the blocks */
 	TFA_LEAKF_RESOURCE,       /* the resource tag they were charged to (TFA_REC_RESOURCE); 0: none */
+	/*
+	 * Sample-only tracking (CONFIG track 1): the group's blocks stand for
+	 * this many bytes and blocks, each sampled block of s bytes for
+	 * s / (1 - exp(-s / sample_bytes)) bytes and 1 / (1 - exp(-s /
+	 * sample_bytes)) blocks (tfa_sample_weight), rounded; 0 otherwise (and in
+	 * older files).
+	 */
+	TFA_LEAKF_EST_BYTES,
+	TFA_LEAKF_EST_BLOCKS,
 	TFA_LEAKF_FIELD_COUNT
 };
 

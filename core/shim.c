@@ -230,6 +230,38 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 	}
 }
 
+/* Sample-only tracking (TFALLOC_TRACK=sampled): see its section below. */
+static bool sample_only; /* set by init, before the shim is READY */
+static bool sfilter_on;  /* the filter counts recorded blocks: from init on, in that mode */
+
+#define SFILTER_LG 16
+static uint16_t sfilter[(size_t)1 << SFILTER_LG];
+
+static TFA_ALWAYS_INLINE uint16_t *
+sfilter_at(uintptr_t p)
+{
+	return &sfilter[((uint64_t)p * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - SFILTER_LG)];
+}
+
+static void
+sfilter_add(uintptr_t p)
+{
+	__atomic_fetch_add(sfilter_at(p), 1, __ATOMIC_RELAXED);
+}
+
+static void
+sfilter_sub(uintptr_t p)
+{
+	__atomic_fetch_sub(sfilter_at(p), 1, __ATOMIC_RELAXED);
+}
+
+/* false: p has no record (or is not the private jemalloc's).  [hot path] */
+static TFA_ALWAYS_INLINE bool
+sfilter_maybe(uintptr_t p)
+{
+	return __atomic_load_n(sfilter_at(p), __ATOMIC_RELAXED) != 0;
+}
+
 /* ---- the hot path ------------------------------------------------------------------------- */
 
 static void handle_pending_signal(void);
@@ -580,6 +612,22 @@ fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero, bool 
 		stack_id = stack_for(nbytes);
 	/* jemalloc serves malloc(0) as malloc(1). */
 	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
+	if (tfa_unlikely(sampled) && sample_only && tfa_likely(p != NULL)) {
+		/* Sample-only tracking: a block without a stack is not a sample. */
+		if (stack_id == 0) {
+			size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
+			tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+			s->num_allocs++;
+			s->total_bytes += nbytes;
+			s->total_allocated_bytes += asz;
+			if (nbytes > s->largest_alloc_size)
+				s->largest_alloc_size = nbytes;
+			fast_count(s, (int64_t)asz, (int64_t)asz, __libc_single_threaded, true);
+			shim_exit();
+			return p;
+		}
+		sfilter_add((uintptr_t)p);
+	}
 	if (tfa_likely(p != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
 			fast_record(trec, (uintptr_t)p, nbytes, kind, stack_id, true);
@@ -662,6 +710,343 @@ fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 	return done;
 }
 
+/* ---- sample-only tracking (TFALLOC_TRACK=sampled) ------------------------------------------ */
+
+/*
+ * Only the blocks whose allocation got a sampled stack are recorded (with
+ * those made under the guard and those charged to a resource): the others
+ * come from the private jemalloc and are only counted, at their allocated
+ * size (the only size their free can know, from jemalloc).  A free tells
+ * them apart with a filter: counts, by a hash of the address, of the
+ * recorded blocks of the private jemalloc, raised before the program sees a
+ * block and lowered once jemalloc has it back, so that a zero proves "no
+ * record"; the address must then lie in jemalloc's mappings
+ * (core/own_maps.h), or it is a foreign pointer.  A recorded block that is
+ * freed waits in a small quarantine before jemalloc gets it back, so that a
+ * second free of it is known for one (jemalloc could otherwise have handed
+ * the address out again, unrecorded).
+ */
+/*
+ * At most 63 blocks and 1 MiB wait, blocks of up to 64 KiB: the memory held
+ * back is the mode's only cost in memory (4 MiB of them took python3's peak
+ * RSS from 23 to 29 MiB: its 256 KiB arenas are sampled more often than not).
+ */
+#define QUARANTINE_MAX   64
+#define QUARANTINE_BYTES ((uint64_t)1 << 20)
+#define QUARANTINE_BLOCK ((size_t)64 << 10)
+
+struct qentry {
+	uintptr_t ptr;
+	size_t requested;
+	uint8_t backend;
+	uint8_t lg_align;
+};
+
+static tfa_lock_t quarantine_lock = TFA_LOCK_INIT;
+static struct qentry quarantine[QUARANTINE_MAX]; /* a ring: the oldest at qhead */
+static size_t nquarantine, qhead;
+static uint64_t qbytes;
+
+/* Gives a freed recorded block back to its backend. */
+static void
+release_block(const struct qentry *e)
+{
+	tfa_allocator_t *b = tfa_tracking_allocator_backend(&cpu_tracker, e->backend);
+
+	if (b == NULL)
+		return;
+	tfa_allocator_deallocate_raw_sized(b, (void *)e->ptr, e->requested == 0 ? 1 : e->requested,
+					   e->lg_align == 0 ? 0 : (size_t)1 << e->lg_align);
+	if (sfilter_on && e->backend == TFA_BACKEND_JEMALLOC)
+		sfilter_sub(e->ptr);
+}
+
+/* A recorded block, uncounted: into the quarantine (the oldest leave it), or back at once. */
+static void
+quarantine_put(uintptr_t p, const tfa_alloc_info_t *info)
+{
+	struct qentry e = { .ptr = p, .requested = info->requested, .backend = info->backend,
+			    .lg_align = info->lg_align };
+	struct qentry out[QUARANTINE_MAX + 1];
+	size_t nout = 0;
+
+	if (info->backend != TFA_BACKEND_JEMALLOC || info->kind == TFA_KIND_INTERNAL
+	    || info->requested > QUARANTINE_BLOCK || tfa_tls.holds_all_locks) {
+		release_block(&e);
+		return;
+	}
+	tfa_lock(&quarantine_lock);
+	quarantine[(qhead + nquarantine) % QUARANTINE_MAX] = e;
+	nquarantine++;
+	qbytes += e.requested;
+	while (nquarantine > QUARANTINE_MAX - 1 || qbytes > QUARANTINE_BYTES) {
+		out[nout++] = quarantine[qhead];
+		qbytes -= quarantine[qhead].requested;
+		qhead = (qhead + 1) % QUARANTINE_MAX;
+		nquarantine--;
+	}
+	tfa_unlock(&quarantine_lock);
+	for (size_t i = 0; i < nout; i++)
+		release_block(&out[i]);
+}
+
+/* Whether p is a freed recorded block still in quarantine (a second free). */
+static bool
+quarantine_holds(uintptr_t p)
+{
+	bool locked = !tfa_tls.holds_all_locks;
+	bool in = false;
+
+	if (__atomic_load_n(&nquarantine, __ATOMIC_RELAXED) == 0 && locked)
+		return false;
+	if (locked)
+		tfa_lock(&quarantine_lock);
+	for (size_t i = 0; i < nquarantine && !in; i++)
+		in = quarantine[(qhead + i) % QUARANTINE_MAX].ptr == p;
+	if (locked)
+		tfa_unlock(&quarantine_lock);
+	return in;
+}
+
+/* A block made or freed without a record, in the thread's slot.  [hot path] */
+static TFA_ALWAYS_INLINE void
+fast_count_untracked(tfa_thread_rec_t *trec, size_t nbytes, size_t asz, bool made, bool single)
+{
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+
+	if (made) {
+		s->num_allocs++;
+		s->total_bytes += nbytes;
+		s->total_allocated_bytes += asz;
+		if (tfa_unlikely(nbytes > s->largest_alloc_size))
+			s->largest_alloc_size = nbytes;
+		fast_count(s, (int64_t)asz, (int64_t)asz, single, true);
+	} else {
+		s->num_frees++;
+		fast_count(s, -(int64_t)asz, -(int64_t)asz, single, false);
+	}
+}
+
+/* An unsampled small block of the fast path: made and counted, no record.  [hot path] */
+static TFA_ALWAYS_INLINE void *
+fast_alloc_untracked(tfa_thread_rec_t *trec, size_t nbytes, bool zero)
+{
+	shim_enter();
+	void *p = tfa_likely(!zero) ? tfa_je_malloc(nbytes) : tfa_je_calloc(1, nbytes);
+	if (tfa_likely(p != NULL)) {
+		size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
+		if (tfa_likely(__libc_single_threaded))
+			fast_count_untracked(trec, nbytes, asz, true, true);
+		else
+			fast_count_untracked(trec, nbytes, asz, true, false);
+	}
+	shim_exit();
+	return p;
+}
+
+/* Any unsampled block: made by the private jemalloc and counted, no record. */
+static void *
+untracked_alloc(size_t nbytes, size_t alignment, bool zero)
+{
+	if (nbytes > TFA_REQUESTED_MAX)
+		return NULL;
+	int flags = (alignment != 0 ? TFA_JE_MALLOCX_LG_ALIGN(__builtin_ctzl(alignment)) : 0)
+		    | (zero ? TFA_JE_MALLOCX_ZERO : 0);
+	void *p = tfa_je_mallocx(nbytes == 0 ? 1 : nbytes, flags);
+	if (p != NULL)
+		tfa_tracking_count_untracked(&cpu_tracker, 1, nbytes, tfa_je_sallocx(p, 0), false);
+	return p;
+}
+
+/*
+ * Whether p can be where a block of jemalloc's with asz usable bytes starts:
+ * a small one lies a multiple of its size class after its slab's start, a
+ * page, so at a multiple of the class's lowest set bit (a page at most); a
+ * large one (16 KiB and up) at a multiple of a cache line in its first page
+ * (jemalloc's cache-oblivious offset).  Most pointers into the middle of a
+ * block fail it.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+block_start_fits(uintptr_t p, size_t asz)
+{
+	/* The lowest set bit less one, within a page (asz 0: 4095, never a fit but for a page). */
+	size_t mask = asz >= ((size_t)16 << 10) ? 63 : ((asz & (~asz + 1)) - 1) & 4095;
+
+	return (p & mask) == 0;
+}
+
+/*
+ * A block of the private jemalloc without a record: counted, then freed.
+ * false: p is not where a block starts (nothing done).  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+untracked_free(tfa_thread_rec_t *trec, void *ptr)
+{
+	size_t asz = tfa_je_sallocx(ptr, 0);
+
+	if (tfa_unlikely(!block_start_fits((uintptr_t)ptr, asz)))
+		return false;
+	if (tfa_likely(trec != NULL)) {
+		if (tfa_likely(__libc_single_threaded))
+			fast_count_untracked(trec, 0, asz, false, true);
+		else
+			fast_count_untracked(trec, 0, asz, false, false);
+	} else {
+		tfa_tracking_count_untracked(&cpu_tracker, -1, 0, asz, false);
+	}
+	/* Counted before jemalloc can hand the address out again. */
+	tfa_je_sdallocx(ptr, asz, 0);
+	return true;
+}
+
+/* Whether a pointer without a record is a block of the private jemalloc. */
+static TFA_ALWAYS_INLINE bool
+untracked_block(uintptr_t p)
+{
+	return (p & 7) == 0 && tfa_own_maps_backend_contains(p);
+}
+
+static bool
+kinds_match(uint8_t made_by, uint8_t freed_by)
+{
+	return made_by == TFA_KIND_INTERNAL || freed_by == TFA_KIND_INTERNAL || made_by == freed_by;
+}
+
+/* free and delete in sample-only mode, but for unrecorded blocks of a registered thread. */
+static TFA_NOINLINE void
+shim_free_sampled(void *ptr, uint8_t kind)
+{
+	uintptr_t p = (uintptr_t)ptr;
+	uint8_t freed_by = tfa_guard_active() ? (uint8_t)TFA_KIND_INTERNAL : kind;
+	int saved_errno = errno;
+	tfa_alloc_info_t info;
+
+	shim_enter();
+	if (tfa_tracking_unrecord(&cpu_tracker, p, &info)) {
+		quarantine_put(p, &info);
+		if (!kinds_match(info.kind, freed_by))
+			report_free_result(TFA_FREE_MISMATCH, ptr, kind, &info);
+	} else if (quarantine_holds(p)) {
+		record_error(TFA_ERR_DOUBLE_FREE, p, 0, kind, 0);
+	} else if (untracked_block(p)) {
+		if (!untracked_free(tfa_tls.fast_rec, ptr))
+			record_error(TFA_ERR_INVALID_FREE, p, 0, kind, 0);
+	} else {
+		/* Not a block of the private jemalloc: what the general path says (invalid). */
+		int r = tfa_tracking_free(&cpu_tracker, ptr, freed_by, &info);
+		if (tfa_unlikely(r != TFA_FREE_OK))
+			report_free_result(r, ptr, kind, &info);
+	}
+	shim_exit();
+	errno = saved_errno;
+}
+
+/* A recorded block made for the program (or the shim, under the guard), with its stack. */
+static void *
+tracked_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero, uint32_t stack_id)
+{
+	tfa_allocation_attrs_t attrs = {
+		.zero_fill = zero,
+		.kind = tfa_unlikely(tfa_guard_active()) ? (uint8_t)TFA_KIND_INTERNAL : kind,
+		.stack_id = stack_id,
+	};
+	void *p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
+
+	if (p != NULL && sfilter_on && tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped))
+		sfilter_add((uintptr_t)p);
+	return p;
+}
+
+/*
+ * realloc in sample-only mode: the new block is recorded when its size is
+ * sampled, whatever the old one was; a block that changes between recorded
+ * and not is made anew, copied and the old one freed.  NULL with *done
+ * false: not served (a foreign pointer), the general path says what it is.
+ */
+static TFA_NOINLINE void *
+shim_realloc_sampled(void *ptr, size_t nbytes, bool *done)
+{
+	uintptr_t p = (uintptr_t)ptr;
+	tfa_alloc_info_t info;
+	void *q = NULL;
+	int saved_errno = errno;
+
+	*done = true;
+	shim_enter();
+	bool fixed = tfa_guard_active() || tfa_tls.tag != 0; /* always recorded */
+	if (!sfilter_maybe(p) || !tfa_tracking_lookup(&cpu_tracker, ptr, &info)) {
+		if (quarantine_holds(p)) {
+			record_error(TFA_ERR_DOUBLE_FREE, p, 0, TFA_KIND_MALLOC, 0);
+			goto out;
+		}
+		if (!untracked_block(p)) {
+			*done = false;
+			goto out;
+		}
+		size_t old_asz = tfa_je_sallocx(ptr, 0);
+		if (!block_start_fits(p, old_asz)) {
+			record_error(TFA_ERR_INVALID_FREE, p, 0, TFA_KIND_MALLOC, 0);
+			goto out;
+		}
+		uint32_t stack_id = fixed ? 0 : stack_for(nbytes);
+		if (stack_id == 0 && !fixed) {
+			q = tfa_je_rallocx(ptr, nbytes, 0);
+			if (q != NULL) {
+				size_t asz = nbytes <= TFA_JE_SMALL_MAX ? tfa_jemalloc_usable[(nbytes + 7) >> 3]
+								       : tfa_je_sallocx(q, 0);
+				tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+				if (tfa_likely(trec != NULL)) {
+					bool single = __libc_single_threaded;
+					trec->slots[TFA_SLOT_PROCESS].num_reallocs++;
+					fast_count_untracked(trec, 0, old_asz, false, single);
+					fast_count_untracked(trec, nbytes, asz, true, single);
+				} else {
+					tfa_tracking_count_untracked(&cpu_tracker, -1, 0, old_asz, true);
+					tfa_tracking_count_untracked(&cpu_tracker, 1, nbytes, asz, false);
+				}
+			}
+			goto out;
+		}
+		q = tracked_alloc(nbytes, 0, TFA_KIND_MALLOC, false, stack_id);
+		if (q != NULL) {
+			memcpy(q, ptr, TFA_MIN(old_asz, nbytes));
+			tfa_tracking_count_untracked(&cpu_tracker, 0, 0, 0, true);
+			(void)untracked_free(NULL, ptr); /* checked above */
+		}
+		goto out;
+	}
+	bool keep = fixed || info.tag != 0 || info.kind == TFA_KIND_INTERNAL
+		    || info.backend != TFA_BACKEND_JEMALLOC;
+	uint32_t stack_id = tfa_guard_active() ? 0 : stack_for(nbytes);
+	if (keep || stack_id != 0) {
+		/* Recorded before, recorded after: as with every block tracked. */
+		int r;
+		tfa_alloc_info_t old;
+		q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, stack_id, &r, &old);
+		/* Before the program sees q; a count left on p meanwhile costs a look, no more. */
+		if (q != NULL && q != ptr && info.backend == TFA_BACKEND_JEMALLOC) {
+			sfilter_add((uintptr_t)q);
+			sfilter_sub(p);
+		}
+		if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM))
+			report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
+		goto out;
+	}
+	/* Recorded before, not after. */
+	q = untracked_alloc(nbytes, 0, false);
+	if (q != NULL) {
+		memcpy(q, ptr, TFA_MIN(info.requested, nbytes));
+		tfa_tracking_count_untracked(&cpu_tracker, 0, 0, 0, true);
+		if (tfa_tracking_unrecord(&cpu_tracker, p, &info))
+			quarantine_put(p, &info);
+	}
+out:
+	shim_exit();
+	if (q != NULL || !*done)
+		errno = saved_errno;
+	return q;
+}
+
 static void *shim_realloc_general(void *ptr, size_t nbytes);
 
 /* Everything fast_alloc does not serve. */
@@ -680,6 +1065,17 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	if (tfa_unlikely(tfa_control_tag_by_thread) && !tfa_guard_active())
 		tfa_control_thread_tag();
 	attrs.stack_id = stack_for(nbytes);
+	if (tfa_unlikely(sample_only)) {
+		/* Recorded: a sample, the shim's own, a resource's. */
+		if (attrs.stack_id == 0 && attrs.kind != TFA_KIND_INTERNAL && tfa_tls.tag == 0)
+			p = untracked_alloc(nbytes, alignment, zero);
+		else
+			p = tracked_alloc(nbytes, alignment, kind, zero, attrs.stack_id);
+		shim_exit();
+		if (tfa_unlikely(tick_left-- == 0))
+			shim_tick();
+		return p;
+	}
 	/* Constant arguments for malloc and new: the inline path folds their checks away. */
 	if (tfa_likely(alignment == 0 && !zero)) {
 		attrs.zero_fill = false;
@@ -706,8 +1102,13 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(tfa_tls.tag == 0)) {
-		void *p = tfa_likely(fast_unsampled(nbytes)) ? fast_alloc(trec, nbytes, kind, zero, false)
-							     : fast_alloc_sampled(trec, nbytes, kind, zero);
+		void *p;
+		if (tfa_unlikely(!fast_unsampled(nbytes)))
+			p = fast_alloc_sampled(trec, nbytes, kind, zero);
+		else if (tfa_unlikely(sample_only))
+			p = fast_alloc_untracked(trec, nbytes, zero);
+		else
+			p = fast_alloc(trec, nbytes, kind, zero, false);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
 		if (tfa_unlikely(tick_left-- == 0))
 			shim_tick();
@@ -743,6 +1144,24 @@ tfa_shim_free(void *ptr, uint8_t kind)
 	 * which the caller never passes, nor TFA_PTR_BUSY): the general path
 	 * says what they are.
 	 */
+	if (tfa_unlikely(sample_only)) {
+		/* No record (the filter proves it) and jemalloc's: counted and freed here. */
+		uintptr_t p = (uintptr_t)ptr;
+		if (tfa_likely(trec != NULL) && tfa_likely(!tfa_guard_active()) && tfa_likely(!sfilter_maybe(p))
+		    && tfa_likely(untracked_block(p))) {
+			int *errno_loc = tfa_tls.errno_loc;
+			int saved_errno = *errno_loc;
+			shim_enter();
+			bool freed = untracked_free(trec, ptr);
+			shim_exit();
+			*errno_loc = saved_errno;
+			if (tfa_likely(freed))
+				return;
+			/* Inside a block: the general path says so. */
+		}
+		shim_free_sampled(ptr, kind);
+		return;
+	}
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
 	    && tfa_likely(fast_free(trec, ptr, kind)))
@@ -833,6 +1252,13 @@ tfa_shim_realloc(void *ptr, size_t nbytes)
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
 	void *q;
 
+	if (tfa_unlikely(sample_only)) {
+		bool done;
+		q = shim_realloc_sampled(ptr, nbytes, &done);
+		if (done)
+			return q;
+		return shim_realloc_general(ptr, nbytes);
+	}
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(__libc_single_threaded)
@@ -866,6 +1292,10 @@ tfa_shim_usable_size(const void *ptr)
 	shim_enter();
 	if (tfa_tracking_lookup(&cpu_tracker, ptr, &info))
 		n = tfa_tracking_backend_usable_size(&cpu_tracker, &info);
+	else if (sample_only && !quarantine_holds((uintptr_t)ptr) && untracked_block((uintptr_t)ptr)) {
+		n = tfa_je_sallocx(ptr, 0);
+		n = block_start_fits((uintptr_t)ptr, n) ? n : 0;
+	}
 	shim_exit();
 	return n;
 }
@@ -1025,6 +1455,59 @@ init_stacks(void)
 	__atomic_store_n(&stacks.mode, mode, __ATOMIC_RELEASE);
 }
 
+/* The default mean interval of sample-only tracking, jemalloc's (lg_prof_sample 19). */
+#define SAMPLE_ONLY_DEFAULT_BYTES ((uint64_t)512 << 10)
+
+/* Why sample-only tracking cannot be had here; NULL: it can. */
+static const char *
+track_refused(void)
+{
+	if (!tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped))
+		return "needs tfalloc's own jemalloc (not TFALLOC_ALLOCATOR=glibc, nor a program that links jemalloc)";
+	if (opts.limit > 0)
+		return "does not go with TFALLOC_LIMIT (the limit needs every block's size)";
+	if (strcmp(opts.tag_by, "thread") == 0)
+		return "does not go with TFALLOC_TAG_BY=thread (every block is a resource's)";
+	if (strcmp(opts.stacks, "none") == 0)
+		return "needs stacks (TFALLOC_STACKS=none): the sample is the blocks with a sampled stack";
+	return NULL;
+}
+
+/* TFALLOC_TRACK, before the stacks are chosen: sampled needs a sample interval. */
+static void
+init_track_before_stacks(void)
+{
+	if (strcmp(opts.track, "all") == 0)
+		return;
+	if (strcmp(opts.track, "sampled") != 0) {
+		tfa_log("TFALLOC_TRACK=\"%.*s\": not one of all, sampled; using all", 64, opts.track);
+		sfilter_on = false;
+		return;
+	}
+	const char *why = track_refused();
+	if (why != NULL) {
+		tfa_log("TFALLOC_TRACK=sampled: %s; using all", why);
+		sfilter_on = false;
+		return;
+	}
+	if (opts.sample_bytes == 0)
+		opts.sample_bytes = SAMPLE_ONLY_DEFAULT_BYTES;
+}
+
+/* TFALLOC_TRACK, once the stacks are known (libunwind may be missing): on, or not. */
+static void
+init_track(void)
+{
+	if (!sfilter_on)
+		return;
+	if (__atomic_load_n(&stacks.mode, __ATOMIC_ACQUIRE) == TFA_STACKS_NONE) {
+		tfa_log("TFALLOC_TRACK=sampled: no stacks could be recorded; using all");
+		sfilter_on = false;
+		return;
+	}
+	sample_only = true;
+}
+
 /*
  * exit() runs this after every ELF destructor: __libc_start_main registers
  * the loader's fini after the shim's constructor registered this, and exit
@@ -1066,6 +1549,8 @@ tfa_shim_init(void)
 	 */
 	pthread_atfork(tfa_own_maps_prefork, tfa_own_maps_postfork_parent, tfa_own_maps_postfork_child);
 	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
+	/* Before jemalloc serves anything: every recorded block of it is in the filter. */
+	sfilter_on = strcmp(opts.track, "sampled") == 0;
 	choose_allocator();
 	if (opts.limit > 0)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
@@ -1075,7 +1560,9 @@ tfa_shim_init(void)
 		tfa_log("TFALLOC_CUDA_LIMIT=%s: expected ORDINAL:SIZE[,ORDINAL:SIZE...] "
 			"(e.g. 0:8G,1:4G; also host:SIZE, managed:SIZE): ignored", opts.cuda_limit);
 	capture_identity();
+	init_track_before_stacks();
 	init_stacks();
+	init_track();
 	tfa_control_init(opts.tag_by);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
 	tfa_devices_set_time_origin(timeline.start_ns);
@@ -1117,6 +1604,8 @@ struct leak_group {
 	uint64_t blocks;
 	uint64_t allocated;
 	uint64_t sample;
+	double est_bytes; /* sample-only tracking: what the group's sampled blocks stand for */
+	double est_blocks;
 };
 
 struct leak_walk {
@@ -1133,6 +1622,8 @@ struct leak_walk {
 	uint64_t dev_blocks;
 	uint64_t dev_class_bytes[TFA_LEAK_REACHABLE + 1];
 	bool classified;
+	double est_bytes; /* sample-only tracking, the cpu's: the sum of the groups' */
+	double est_blocks;
 };
 
 /* Adds one leaked block to its group of (stack id, resource tag, device, kind). */
@@ -1176,6 +1667,16 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, u
 	g->bytes += requested;
 	g->blocks++;
 	g->allocated += allocated;
+	if (sample_only) {
+		/* A block with a stack is a sample; one without was recorded for another reason. */
+		double weight = stack_id != 0 ? tfa_sample_weight(requested, stacks.sample_bytes) : 1.0;
+		g->est_bytes += weight * (double)(requested == 0 ? 1 : requested);
+		g->est_blocks += weight;
+		if (device == TFA_DEVCODE_CPU) {
+			w->est_bytes += weight * (double)(requested == 0 ? 1 : requested);
+			w->est_blocks += weight;
+		}
+	}
 	if (g->sample == 0)
 		g->sample = ptr;
 	w->bytes += requested;
@@ -1587,6 +2088,7 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_u32(w, stacks.max);
 	tfa_pw_u64(w, tfa_ptr_table_bytes(&process_table));
 	tfa_pw_u64(w, tfa_stack_table_bytes(&tfa_process_stacks) + tfa_sites_bytes(&process_sites));
+	tfa_pw_u32(w, sample_only ? TFA_PROF_TRACK_SAMPLED : TFA_PROF_TRACK_ALL);
 	tfa_pw_end(w);
 	if (mode == TFA_STACKS_NONE)
 		return;
@@ -1752,6 +2254,8 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 			[TFA_LEAKF_ALLOCATED_BYTES] = g->allocated,
 			[TFA_LEAKF_SAMPLE_ADDRESS] = g->sample,
 			[TFA_LEAKF_RESOURCE] = g->tag,
+			[TFA_LEAKF_EST_BYTES] = (uint64_t)(g->est_bytes + 0.5),
+			[TFA_LEAKF_EST_BLOCKS] = (uint64_t)(g->est_blocks + 0.5),
 		};
 		tfa_pw_begin(w, TFA_REC_LEAK);
 		tfa_pw_str(w, tfa_devcode_name(g->device));
@@ -1859,6 +2363,18 @@ print_summary(const tfa_allocator_stats_t *st, const struct leak_walk *leaks, in
 	if (nerr != 0)
 		tfa_snprintf(errors, sizeof(errors), ", %llu memory error%s", (unsigned long long)nerr,
 			     nerr == 1 ? "" : "s");
+	if (sample_only) {
+		/* A sample: what was live at exit is an estimate, and no proof of anything. */
+		char est[32];
+		tfa_format_bytes(est, sizeof(est), (uint64_t)(leaks->est_bytes + 0.5));
+		tfa_log("%s: peak %s in use (estimated), %lld allocations (%s), about %llu blocks (%s) "
+			"live at exit, estimated from %llu sampled%s%s",
+			proc.comm, peak, (long long)st->num_allocs, total,
+			(unsigned long long)(leaks->est_blocks + 0.5), est,
+			(unsigned long long)leaked_blocks, errors, where);
+		print_device_summaries(leaks);
+		return;
+	}
 	tfa_log("%s: peak %s in use, %lld allocations (%s), %llu leaked blocks (%s%s)%s%s", proc.comm,
 		peak, (long long)st->num_allocs, total, (unsigned long long)leaked_blocks, leaked,
 		classes, errors, where);
@@ -1941,7 +2457,8 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	 * runs, and a signal handler is no place to read /proc and walk the
 	 * loader's list.
 	 */
-	bool classify = opts.leak_classes && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
+	/* Sample-only: the unsampled blocks are unknown, no reachability can be told. */
+	bool classify = opts.leak_classes && !sample_only && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
 	if (classify && final_ctx.stack_lo == 0)
 		capture_final_context();
 	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks))) {
@@ -2375,6 +2892,7 @@ tfa_shim_prefork(void)
 	tfa_lock(&profile_lock);
 	tfa_lock(&timeline_lock);
 	tfa_lock(&errors_lock);
+	tfa_lock(&quarantine_lock);
 	tfa_control_prefork();
 	tfa_stack_table_prefork(&tfa_process_stacks);
 	tfa_modules_prefork();
@@ -2397,6 +2915,7 @@ tfa_shim_postfork_parent(void)
 	tfa_modules_postfork_parent();
 	tfa_stack_table_postfork_parent(&tfa_process_stacks);
 	tfa_control_postfork_parent();
+	tfa_unlock(&quarantine_lock);
 	tfa_unlock(&errors_lock);
 	tfa_unlock(&timeline_lock);
 	tfa_unlock(&profile_lock);
@@ -2414,6 +2933,7 @@ tfa_shim_postfork_child(void)
 	tfa_modules_postfork_child();
 	tfa_stack_table_postfork_child(&tfa_process_stacks);
 	tfa_control_postfork_child();
+	tfa_lock_init(&quarantine_lock);
 	tfa_lock_init(&errors_lock);
 	tfa_lock_init(&profile_lock);
 	/* Whether the child is registered for membarrier is the kernel's business: again. */

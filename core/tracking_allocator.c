@@ -572,6 +572,58 @@ tfa_tracking_forget(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_
 	return found;
 }
 
+void
+tfa_tracking_count_untracked(tfa_tracking_allocator_t *ta, int change, size_t requested,
+			     size_t allocated, bool realloc)
+{
+	slot_ref_t ref = slot_enter(ta);
+	tfa_stat_slot_t *s = ref.slot;
+
+	if (realloc)
+		s->num_reallocs++;
+	if (change > 0) {
+		s->num_allocs++;
+		s->total_bytes += requested;
+		s->total_allocated_bytes += allocated;
+		if (requested > s->largest_alloc_size)
+			s->largest_alloc_size = requested;
+		s->pending_bytes += (int64_t)allocated;
+		s->pending_allocated += (int64_t)allocated;
+	} else if (change < 0) {
+		s->num_frees++;
+		s->pending_bytes -= (int64_t)allocated;
+		s->pending_allocated -= (int64_t)allocated;
+	}
+	tfa_tracking_settle_after(ta, s, change > 0, false);
+	slot_exit(ref);
+}
+
+bool
+tfa_tracking_unrecord(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info)
+{
+	tfa_record_t rec;
+
+	tfa_ptr_held_t held = tfa_ptr_table_hold(ta->table, ptr);
+	bool found = tfa_ptr_held_remove(held, ptr, &rec);
+	if (found) {
+		tfa_record_unpack(&rec, info);
+		if (info->kind != TFA_KIND_INTERNAL) {
+			tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info->backend);
+			size_t asz = tfa_tracking_backend_allocated(b, (const void *)ptr, info->requested,
+								    align_of_lg(info->lg_align));
+			slot_ref_t ref = slot_enter(ta);
+			account_free(ta, ref.slot, info->requested, asz);
+			tfa_tracking_settle(ta, ref.slot);
+			slot_exit(ref);
+			site_free(ta, info->stack_id, info->requested);
+			if (info->tag != 0)
+				tfa_res_uncharge(info->tag, info->device, info->requested, asz);
+		}
+	}
+	tfa_ptr_table_release(held);
+	return found;
+}
+
 void *
 tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nbytes,
 		      const tfa_allocation_attrs_t *attrs)

@@ -140,6 +140,22 @@ void tfa_tracking_record_external(tfa_tracking_allocator_t *ta, uintptr_t ptr, s
 				  bool reserved);
 bool tfa_tracking_forget(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info);
 
+/*
+ * Sample-only tracking (TFALLOC_TRACK=sampled, core/shim.c): blocks made
+ * and freed without a record.
+ *   tfa_tracking_count_untracked  counts a block made (change 1: requested
+ *                           bytes into the totals; bytes in use move by its
+ *                           allocated size, the only size its free will
+ *                           know), freed (change -1, requested unused) or
+ *                           neither (0); realloc: also one realloc.
+ *   tfa_tracking_unrecord   removes and uncounts ptr's record as a free
+ *                           would, without freeing it; false (nothing done)
+ *                           when unknown.
+ */
+void tfa_tracking_count_untracked(tfa_tracking_allocator_t *ta, int change, size_t requested,
+				  size_t allocated, bool realloc);
+bool tfa_tracking_unrecord(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info);
+
 /* 0: no limit.  Requests that would take bytes in use past the limit fail. */
 void tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t limit);
 

@@ -344,7 +344,12 @@ tfalloc_dump_profile(char *path_out, size_t path_size)
 	return a ? a->dump_profile(path_out, path_size) : TFALLOC_ENOTACTIVE;
 }
 
-/* Requested size, allocated size and allocation id of a live pointer tfalloc handed out. */
+/*
+ * Requested size, allocated size and allocation id of a live pointer tfalloc
+ * handed out.  With sample-only tracking (TFALLOC_TRACK=sampled) only the
+ * recorded blocks (sampled, or charged to a resource) are known: the others
+ * give TFALLOC_ENOENT.
+ */
 static inline int
 tfalloc_pointer_info(const void *ptr, tfalloc_pointer_info_t *out)
 {

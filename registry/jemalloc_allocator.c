@@ -137,9 +137,7 @@ static tfa_allocator_t jemalloc_allocator = {
 };
 
 /* The private copy (registry/make_private_jemalloc.sh; the rest in registry/jemalloc_fast.h). */
-extern void *tfa_je_mallocx(size_t size, int flags);
 extern void tfa_je_dallocx(void *ptr, int flags);
-extern size_t tfa_je_sallocx(const void *ptr, int flags);
 extern size_t tfa_je_nallocx(size_t size, int flags);
 
 static const struct jemalloc_api private_api = {

@@ -30,5 +30,11 @@ TFA_HIDDEN void *tfa_je_malloc(size_t size);
 TFA_HIDDEN void *tfa_je_calloc(size_t n, size_t size);
 TFA_HIDDEN void *tfa_je_rallocx(void *ptr, size_t size, int flags);
 TFA_HIDDEN void tfa_je_sdallocx(void *ptr, size_t size, int flags);
+TFA_HIDDEN void *tfa_je_mallocx(size_t size, int flags);
+TFA_HIDDEN size_t tfa_je_sallocx(const void *ptr, int flags);
+
+/* jemalloc's mallocx flags. */
+#define TFA_JE_MALLOCX_LG_ALIGN(la) ((int)(la))
+#define TFA_JE_MALLOCX_ZERO ((int)0x40)
 
 #endif /* TFA_REGISTRY_JEMALLOC_FAST_H */

@@ -31,7 +31,8 @@ options:
   --only W,...       workloads, of: trees realloc prodcons churn large python3
                      python3-malloc sqlite3 gxx git (default: all)
   --modes M,...      modes, of: glibc jemalloc tfalloc tfalloc-glibc tfalloc-stacks
-                     tfalloc-fp tfalloc-sampled heaptrack memcheck jeprof lsan
+                     tfalloc-fp tfalloc-sampled tfalloc-sampled-exact heaptrack memcheck
+                     jeprof lsan
                      (default: all; glibc and jemalloc always run: they are the references)
   --smoke            no timing: each workload on a small input under glibc, jemalloc and
                      the shim (both allocators) must print the same; exit 1 if not
@@ -42,9 +43,13 @@ modes:
   jemalloc           LD_PRELOAD=libjemalloc.so.2 (Debian's)
   tfalloc            LD_PRELOAD=build/lib/libtfalloc.so TFALLOC_QUIET=1 TFALLOC_OUTPUT=<fresh dir>
   tfalloc-glibc      the same with TFALLOC_ALLOCATOR=glibc
-  tfalloc-stacks, tfalloc-fp, tfalloc-sampled
-                     TFALLOC_STACKS=unwind, TFALLOC_STACKS=fp, TFALLOC_SAMPLE_BYTES=524288;
+  tfalloc-stacks, tfalloc-fp
+                     TFALLOC_STACKS=unwind, TFALLOC_STACKS=fp;
                      n/a until the shim knows TFALLOC_STACKS
+  tfalloc-sampled    sample-only tracking: TFALLOC_TRACK=sampled TFALLOC_SAMPLE_BYTES=524288
+                     (only the sampled blocks recorded, libunwind stacks for them)
+  tfalloc-sampled-exact
+                     every block recorded, stacks for a sample: TFALLOC_SAMPLE_BYTES=524288
   heaptrack          heaptrack -o <dir>/ht CMD (--record-only too when the installed
                      heaptrack has it; 1.4 has not: it interprets and compresses while
                      recording); it does not follow exec (g++: only the driver)

@@ -79,6 +79,7 @@ struct gate {
 	struct proc_sum *sums; /* per profile: what counted */
 	bool oom;
 	bool bad_input;
+	size_t sampled; /* sample-only profiles: refused */
 	size_t failed, gated, not_gated;
 	uint64_t errors_total;
 };
@@ -395,6 +396,13 @@ gate_read_profiles(struct gate *gt, const char *dir)
 			if (tfa_profile_read_file(names[i], p, err, sizeof(err)) < 0) {
 				fprintf(stderr, "tfalloc: leak gate: %s\n", err);
 				gt->bad_input = true;
+			} else if (p->track == TFA_PROF_TRACK_SAMPLED) {
+				/* What it did not sample is unknown: no verdict can come from it. */
+				fprintf(stderr, "tfalloc: leak gate: %s: refused: sample-only tracking "
+				                "(TFALLOC_TRACK=sampled) records a sample of the blocks, "
+				                "which cannot show that nothing leaked\n", names[i]);
+				gt->sampled++;
+				tfa_profile_free(p);
 			} else {
 				gt->syms[gt->nprofiles] = tfa_profile_symbols_new(p, gt->cache, err,
 				                                                  sizeof(err));
@@ -960,17 +968,19 @@ tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status)
 		fprintf(stderr, "tfalloc: leak gate: the leaks of %zu %s killed by a signal or cut "
 		                "short are not counted (their memory errors are)\n",
 		        gt.not_gated, gt.not_gated == 1 ? "process" : "processes");
-	bool gate_failed = gt.failed > 0 || gt.bad_input || gt.oom;
+	bool gate_failed = gt.failed > 0 || gt.bad_input || gt.oom || gt.sampled > 0;
 	if (gt.oom)
 		fputs("tfalloc: leak gate: out of memory\n", stderr);
 	fprintf(stderr, "tfalloc: leak gate: %s: %zu of %zu %s over the budget (%" PRIu64 " bytes, %" PRIu64
 	                " blocks per process), %zu leak %s, %" PRIu64 " memory %s\n",
-	        gate_failed ? "FAILED" : "passed", gt.failed, gt.gated, gt.gated == 1 ? "process" : "processes",
+	        gt.sampled > 0 ? "REFUSED" : gate_failed ? "FAILED" : "passed", gt.failed, gt.gated, gt.gated == 1 ? "process" : "processes",
 	        g->max_leak_bytes, g->max_leak_blocks, gt.nfindings,
 	        gt.nfindings == 1 ? "site" : "sites", gt.errors_total, gt.errors_total == 1 ? "error" : "errors");
 
 	if (cmd_status != 0)
 		status = cmd_status;
+	else if (gt.sampled > 0)
+		status = TFA_GATE_EXIT_SAMPLED;
 	else if (gt.bad_input && gt.gated == 0)
 		status = TFA_EXIT_RUN_FAILED;
 	else

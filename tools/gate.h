@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #define TFA_GATE_EXITCODE_DEFAULT 23
+/* A profile of sample-only tracking (TFALLOC_TRACK=sampled) was found: no verdict. */
+#define TFA_GATE_EXIT_SAMPLED 122
 #define TFA_GATE_MAX_SUPPRESSION_FILES 64
 
 /* Leak kinds as bits (enum tfa_prof_leak_kind_e: 1 << kind). */
@@ -54,7 +56,9 @@ int tfa_gate_check_inputs(const tfa_gate_opts_t *g);
  * (as tfalloc run returns it).  Returns the run's exit status: cmd_status
  * when the command failed; else g->exitcode when the gate failed, else 0.
  * A profile or suppression file that cannot be read fails the gate with one
- * line saying why (125 when nothing could be gated).
+ * line saying why (125 when nothing could be gated).  A profile of
+ * sample-only tracking is refused with one line naming it, and the status is
+ * TFA_GATE_EXIT_SAMPLED (122) unless the command failed.
  */
 int tfa_leak_gate(const char *dir, const tfa_gate_opts_t *g, int cmd_status);
 

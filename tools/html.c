@@ -546,9 +546,11 @@ html_leaks(tfa_json_t *j, const tfa_profile_t *p)
 
 		tfa_json_begin_compact_object(j);
 		tfa_json_kv_string(j, "device", l->device);
-		tfa_json_kv_string(j, "kind", tfa_prof_leak_kind_name(l->kind));
-		tfa_json_kv_u64(j, "bytes", l->f[TFA_LEAKF_BYTES]);
-		tfa_json_kv_u64(j, "blocks", l->f[TFA_LEAKF_BLOCKS]);
+		/* Sample-only tracking: what the sampled blocks stand for, as "estimated" ones. */
+		bool est = p->has_config && p->track == TFA_PROF_TRACK_SAMPLED;
+		tfa_json_kv_string(j, "kind", est ? "estimated" : tfa_prof_leak_kind_name(l->kind));
+		tfa_json_kv_u64(j, "bytes", l->f[est ? TFA_LEAKF_EST_BYTES : TFA_LEAKF_BYTES]);
+		tfa_json_kv_u64(j, "blocks", l->f[est ? TFA_LEAKF_EST_BLOCKS : TFA_LEAKF_BLOCKS]);
 		tfa_json_kv_u64(j, "allocated_bytes", l->f[TFA_LEAKF_ALLOCATED_BYTES]);
 		tfa_json_kv_u64(j, "stack", l->stack_id);
 		tfa_json_end_object(j);

@@ -296,14 +296,34 @@ report_error_sums(const tfa_profile_t *p, struct error_sums *s)
 	s->total = tfa_profile_error_sums(p, s->by_kind);
 }
 
+/* Sample-only tracking (TFALLOC_TRACK=sampled): the live blocks are a sample, leaks estimates. */
+static bool
+report_sampled(const tfa_profile_t *p)
+{
+	return p->has_config && p->track == TFA_PROF_TRACK_SAMPLED;
+}
+
+/* A leak group's bytes and blocks: as recorded, or what its sample stands for. */
+static uint64_t
+leak_bytes(const tfa_profile_t *p, const tfa_profile_leak_t *l)
+{
+	return report_sampled(p) ? l->f[TFA_LEAKF_EST_BYTES] : l->f[TFA_LEAKF_BYTES];
+}
+
+static uint64_t
+leak_blocks(const tfa_profile_t *p, const tfa_profile_leak_t *l)
+{
+	return report_sampled(p) ? l->f[TFA_LEAKF_EST_BLOCKS] : l->f[TFA_LEAKF_BLOCKS];
+}
+
 static void
 report_leak_sums(const tfa_profile_t *p, uint64_t *bytes, uint64_t *blocks)
 {
 	*bytes = 0;
 	*blocks = 0;
 	for (size_t i = 0; i < p->nleaks; i++) {
-		*bytes += p->leaks[i].f[TFA_LEAKF_BYTES];
-		*blocks += p->leaks[i].f[TFA_LEAKF_BLOCKS];
+		*bytes += leak_bytes(p, &p->leaks[i]);
+		*blocks += leak_blocks(p, &p->leaks[i]);
 	}
 }
 
@@ -888,6 +908,8 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_u64(j, "table_bytes", p->stack_table_bytes);
 	tfa_json_end_object(j);
 	tfa_json_kv_u64(j, "pointer_table_bytes", p->pointer_table_bytes);
+	/* "sampled": only sampled blocks recorded; leaks and bytes_in_use are estimates. */
+	tfa_json_kv_string(j, "tracking", report_sampled(p) ? "sampled" : "all");
 
 	tfa_json_key(j, "devices");
 	tfa_json_begin_array(j);
@@ -916,6 +938,11 @@ json_process(tfa_json_t *j, struct report_entry *e)
 		tfa_json_kv_u64(j, "allocated_bytes", l->f[TFA_LEAKF_ALLOCATED_BYTES]);
 		json_hex(j, "sample_address", l->f[TFA_LEAKF_SAMPLE_ADDRESS]);
 		json_resource_ref(j, p, (uint32_t)l->f[TFA_LEAKF_RESOURCE]);
+		if (report_sampled(p)) {
+			/* bytes and blocks: the sampled ones; these: what they stand for. */
+			tfa_json_kv_u64(j, "estimated_bytes", l->f[TFA_LEAKF_EST_BYTES]);
+			tfa_json_kv_u64(j, "estimated_blocks", l->f[TFA_LEAKF_EST_BLOCKS]);
+		}
 		tfa_json_kv_u64(j, "stack_id", l->stack_id);
 		json_stack(j, e, "stack", l->stack_id);
 		tfa_json_end_object(j);
@@ -1274,10 +1301,12 @@ leak_index_cmp(const void *a, const void *b)
 	const tfa_profile_leak_t *x = &leak_sort_profile->leaks[*(const size_t *)a];
 	const tfa_profile_leak_t *y = &leak_sort_profile->leaks[*(const size_t *)b];
 
-	if (x->f[TFA_LEAKF_BYTES] != y->f[TFA_LEAKF_BYTES])
-		return x->f[TFA_LEAKF_BYTES] > y->f[TFA_LEAKF_BYTES] ? -1 : 1;
-	if (x->f[TFA_LEAKF_BLOCKS] != y->f[TFA_LEAKF_BLOCKS])
-		return x->f[TFA_LEAKF_BLOCKS] > y->f[TFA_LEAKF_BLOCKS] ? -1 : 1;
+	const tfa_profile_t *p = leak_sort_profile;
+
+	if (leak_bytes(p, x) != leak_bytes(p, y))
+		return leak_bytes(p, x) > leak_bytes(p, y) ? -1 : 1;
+	if (leak_blocks(p, x) != leak_blocks(p, y))
+		return leak_blocks(p, x) > leak_blocks(p, y) ? -1 : 1;
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
@@ -1298,7 +1327,9 @@ static void
 text_leaks(FILE *f, struct report_entry *e)
 {
 	const tfa_profile_t *p = &e->prof;
-	const char *what = p->complete ? "leaks" : "live at snapshot";
+	bool sampled = report_sampled(p);
+	const char *what = sampled ? (p->complete ? "estimated live at exit" : "estimated live at snapshot")
+	                           : p->complete ? "leaks" : "live at snapshot";
 	uint64_t bytes, blocks, more_bytes = 0, more_blocks = 0;
 	size_t *order, shown;
 
@@ -1311,7 +1342,16 @@ text_leaks(FILE *f, struct report_entry *e)
 	text_bytes(f, bytes);
 	fputs(" in ", f);
 	text_count(f, blocks, "block", "blocks");
-	fprintf(f, ", %zu %s by stack, largest first\n", p->nleaks, p->nleaks == 1 ? "group" : "groups");
+	fprintf(f, ", %zu %s by stack, largest first", p->nleaks, p->nleaks == 1 ? "group" : "groups");
+	if (sampled) {
+		uint64_t nb = 0;
+		for (size_t i = 0; i < p->nleaks; i++)
+			nb += p->leaks[i].f[TFA_LEAKF_BLOCKS];
+		fprintf(f, " (sample-only tracking: scaled from %" PRIu64 " sampled %s; no reachability "
+		           "classes, no proof of leaks)",
+		        nb, nb == 1 ? "block" : "blocks");
+	}
+	fputc('\n', f);
 	/* By kind, as valgrind's LEAK SUMMARY (when the process classified them). */
 	uint64_t kb[TFA_LEAK_REACHABLE + 1] = { 0 }, kn[TFA_LEAK_REACHABLE + 1] = { 0 };
 	bool classified = false;
@@ -1351,15 +1391,18 @@ text_leaks(FILE *f, struct report_entry *e)
 		const tfa_profile_leak_t *l = &p->leaks[order[k]];
 
 		if (k >= shown) {
-			more_bytes += l->f[TFA_LEAKF_BYTES];
-			more_blocks += l->f[TFA_LEAKF_BLOCKS];
+			more_bytes += leak_bytes(p, l);
+			more_blocks += leak_blocks(p, l);
 			continue;
 		}
 		fputs("    ", f);
-		text_bytes(f, l->f[TFA_LEAKF_BYTES]);
+		text_bytes(f, leak_bytes(p, l));
 		fputs(" in ", f);
-		text_count(f, l->f[TFA_LEAKF_BLOCKS], "block", "blocks");
-		fprintf(f, " (%s, ", tfa_prof_leak_kind_name(l->kind));
+		text_count(f, leak_blocks(p, l), "block", "blocks");
+		if (sampled)
+			fprintf(f, " (estimated from %" PRIu64 " sampled, ", l->f[TFA_LEAKF_BLOCKS]);
+		else
+			fprintf(f, " (%s, ", tfa_prof_leak_kind_name(l->kind));
 		text_str(f, l->device);
 		char rbuf[2 * TFA_PROF_MAX_STRING + 2];
 		const char *label = resource_label(p, (uint32_t)l->f[TFA_LEAKF_RESOURCE], rbuf, sizeof(rbuf));
@@ -1512,10 +1555,16 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 			        p->max_stacks, p->stacks_truncated);
 	}
 	fputc('\n', f);
+	if (report_sampled(p))
+		fputs("  tracking:   sample-only (TFALLOC_TRACK=sampled): only the sampled blocks were "
+		      "recorded; counts, total and allocated bytes are exact, bytes in use (requested) "
+		      "are estimates (unsampled blocks at their allocated size), what was live at exit "
+		      "is estimated from the sample\n", f);
 	if (p->pointer_table_bytes != 0) {
 		fputs("  tables:     pointer table ", f);
 		text_bytes(f, p->pointer_table_bytes);
-		fputs(" mapped (32 bytes a slot, a slot for every live block)\n", f);
+		fputs(report_sampled(p) ? " mapped (32 bytes a slot, a slot for every sampled live block)\n"
+		                        : " mapped (32 bytes a slot, a slot for every live block)\n", f);
 	}
 }
 
@@ -1784,7 +1833,7 @@ text_overview(FILE *f, struct report *r)
 			allocs += p->devices[d].f[TFA_DEV_NUM_ALLOCS];
 		}
 		for (size_t k = 0; k < p->nleaks; k++) {
-			leaked += p->leaks[k].f[TFA_LEAKF_BYTES];
+			leaked += leak_bytes(p, &p->leaks[k]);
 			if (p->leaks[k].kind == TFA_LEAK_DEFINITE || p->leaks[k].kind == TFA_LEAK_INDIRECT)
 				lost += p->leaks[k].f[TFA_LEAKF_BYTES];
 		}

@@ -52,6 +52,7 @@ struct run_opts {
 	const char *allocator;
 	const char *limit;
 	const char *tag_by;
+	const char *track;
 	bool quiet;
 	tfa_gate_opts_t gate;
 	char **cmd; /* NULL-terminated */
@@ -73,6 +74,11 @@ tfa_run_usage(FILE *f)
 	      "  --allocator NAME   host allocator by registry name (jemalloc, glibc)\n"
 	      "  --limit SIZE       bytes_limit of the cpu device: allocations past it fail\n"
 	      "                     (digits with an optional K, M, G or T suffix; 0: none)\n"
+	      "  --track MODE       which blocks are recorded (TFALLOC_TRACK): all (default),\n"
+	      "                     or sampled: only those of a sample, one every\n"
+	      "                     TFALLOC_SAMPLE_BYTES on average (default 512K): exact\n"
+	      "                     counts, estimated bytes and leaks, little cost; refused\n"
+	      "                     with the leak gate (status 122)\n"
 	      "  --tag-by thread    charge each allocation to the resource threads/NAME of\n"
 	      "                     the allocating thread's name (pthread_setname_np; the\n"
 	      "                     program's name for the main thread): memory per thread\n"
@@ -84,7 +90,10 @@ tfa_run_usage(FILE *f)
 	      "  --leak-gate        after CMD, fail the run when a process of it leaked more\n"
 	      "                     than the budget or made a memory error: the exit status\n"
 	      "                     is CMD's own when CMD failed, else --leak-exitcode\n"
-	      "  --leak-exitcode N  the status of a failed gate (default 23)\n"
+	      "  --leak-exitcode N  the status of a failed gate (default 23); 122: a profile\n"
+	      "                     of sample-only tracking (TFALLOC_TRACK=sampled) was\n"
+	      "                     refused, or the run was, before CMD (a sample proves no\n"
+	      "                     absence of leaks)\n"
 	      "  --max-leak-bytes SIZE, --max-leak-blocks N\n"
 	      "                     the budget of each process (default 0)\n"
 	      "  --leak-kinds LIST  kinds that count: definite,indirect,possible,reachable\n"
@@ -189,7 +198,8 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 		if ((rc = run_option_value(argc, argv, &i, "--output", &o->output)) != 0
 		    || (rc = run_option_value(argc, argv, &i, "--allocator", &o->allocator)) != 0
 		    || (rc = run_option_value(argc, argv, &i, "--limit", &o->limit)) != 0
-		    || (rc = run_option_value(argc, argv, &i, "--tag-by", &o->tag_by)) != 0) {
+		    || (rc = run_option_value(argc, argv, &i, "--tag-by", &o->tag_by)) != 0
+		    || (rc = run_option_value(argc, argv, &i, "--track", &o->track)) != 0) {
 			if (rc < 0)
 				return -1;
 			continue;
@@ -281,6 +291,10 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 			         tfa_shown(o->limit));
 			return -1;
 		}
+	}
+	if (o->track != NULL && strcmp(o->track, "all") != 0 && strcmp(o->track, "sampled") != 0) {
+		run_fail("--track %s: not one of: all, sampled", tfa_shown(o->track));
+		return -1;
 	}
 	if (o->tag_by != NULL && strcmp(o->tag_by, "thread") != 0) {
 		run_fail("--tag-by %s: not one of: thread", tfa_shown(o->tag_by));
@@ -686,6 +700,8 @@ run_set_env(const struct run_opts *o, const char *lib, const char *dir)
 		rc = setenv("TFALLOC_LIMIT", o->limit, 1);
 	if (rc == 0 && o->tag_by != NULL)
 		rc = setenv("TFALLOC_TAG_BY", o->tag_by, 1);
+	if (rc == 0 && o->track != NULL)
+		rc = setenv("TFALLOC_TRACK", o->track, 1);
 	/*
 	 * Under the gate the processes print no summary unless asked to: a test
 	 * suite's tests compare what their children write on stderr (GLib's
@@ -850,6 +866,14 @@ tfa_cmd_run(int argc, char **argv)
 		return rc > 0 ? 0 : TFA_EXIT_RUN_FAILED;
 	if (run_find_library(&lib) < 0)
 		return TFA_EXIT_RUN_FAILED;
+	/* A sample cannot pass a leak gate: said before the command runs. */
+	const char *track = o.track != NULL ? o.track : getenv("TFALLOC_TRACK");
+	if (o.gate.enabled && track != NULL && strcmp(track, "sampled") == 0) {
+		run_fail("--leak-gate: %s=sampled records a sample of the blocks, which cannot show "
+		         "that nothing leaked (use TFALLOC_TRACK=all)", o.track != NULL ? "--track" : "TFALLOC_TRACK");
+		free(lib);
+		return TFA_GATE_EXIT_SAMPLED;
+	}
 	/* The line says what is wrong; 125 says the command did not run. */
 	if (o.gate.enabled && tfa_gate_check_inputs(&o.gate) != 0) {
 		free(lib);

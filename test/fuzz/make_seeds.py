@@ -16,6 +16,8 @@ import profgen as pg  # noqa: E402
 
 # Real programs: leaks, call sites, memory errors, resources, threads.
 PROGRAMS = ["tp_leaks", "tp_sites", "tp_errors", "tp_control", "tp_threads", "tp_leak_classes"]
+# Run again with sample-only tracking (TFALLOC_TRACK=sampled, a small interval): its CONFIG and leaks.
+SAMPLED_PROGRAMS = ["tp_leaks", "tp_threads"]
 MAX_SEED = 256 << 10  # a larger profile would raise libFuzzer's -max_len for nothing
 
 
@@ -30,6 +32,9 @@ def handmade(out):
                               pg.error_totals(double=2)]),
         "snapshot": pg.profile([pg.process(end_ns=0, end_reason=pg.END_RUNNING)], complete=0),
         "unknown_record": pg.profile([pg.process(), pg.record(99, b"\x01\x02\x03")]),
+        # Sample-only tracking: the CONFIG record's track, leaks with estimated figures.
+        "sampled": pg.profile([pg.process(), pg.config(sample_bytes=524288, track=1), pg.device(),
+                               pg.leak(100, 2, stack_id=0)]),
     }
     # Memory over time: the cpu series and a GPU's, over two records in a row.
     def point(t, b):
@@ -52,12 +57,14 @@ def handmade(out):
 
 def real(out, shim, bindir):
     n = 0
-    for prog in PROGRAMS:
+    runs = [(p, {}) for p in PROGRAMS]
+    runs += [(p, {"TFALLOC_TRACK": "sampled", "TFALLOC_SAMPLE_BYTES": "256"}) for p in SAMPLED_PROGRAMS]
+    for prog, extra in runs:
         path = os.path.join(bindir, prog)
         if not os.access(path, os.X_OK):
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, LD_PRELOAD=shim, TFALLOC_OUTPUT=tmp, TFALLOC_QUIET="1")
+            env = dict(os.environ, LD_PRELOAD=shim, TFALLOC_OUTPUT=tmp, TFALLOC_QUIET="1", **extra)
             subprocess.run([path], env=env, cwd=tmp, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=60, check=False)
             for name in sorted(os.listdir(tmp)):

@@ -121,6 +121,7 @@ ENV_TABLE = {
     "STACKS": ("not one of unwind, fp, none; using unwind", {"100kB": "longer than 4095 bytes; using"}),
     "STACK_DEPTH": ("using 64", {"0": "out of range", "129": "out of range"}),
     "SAMPLE_BYTES": ("using 0", {}),
+    "TRACK": ("not one of all, sampled; using all", {"100kB": "longer than 4095 bytes; using"}),
     "MAX_STACKS": ("using 100000", {}),
     "FLUSH_INTERVAL_MS": ("using 5000", {}),
     "LEAK_CLASSES": (BOOL, {}),

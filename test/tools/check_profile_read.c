@@ -9,6 +9,7 @@
 #include "core/profile_read.h"
 
 #include <check.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -496,6 +497,90 @@ START_TEST(test_profile_read_timeline)
 }
 END_TEST
 
+/* A CONFIG record of sample-only tracking (track, appended last), at the start of b's records. */
+static size_t
+rec_config_track(struct buf *b, uint32_t mode, uint64_t sample_bytes, uint32_t track)
+{
+	size_t at = b->len;
+
+	begin(b, TFA_REC_CONFIG);
+	put_u32(b, mode);
+	put_u32(b, 16);
+	put_u64(b, sample_bytes);
+	put_u64(b, 0);
+	put_u32(b, 100);
+	put_u64(b, 4096);
+	put_u64(b, 8192);
+	put_u32(b, track);
+	end(b);
+	return at;
+}
+
+/* Sample-only tracking: the CONFIG field is read, checked, and absent in older files. */
+START_TEST(test_profile_read_track)
+{
+	struct buf b = { 0 };
+	tfa_profile_t p;
+	char err[256];
+
+	header(&b, 1, 16);
+	rec_process(&b, 5, "x");
+	rec_config_track(&b, TFA_PROF_STACKS_FP, 4096, TFA_PROF_TRACK_SAMPLED);
+	rec_end(&b, 1);
+	ck_assert_int_eq(parse(b.p, b.len, &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.track, TFA_PROF_TRACK_SAMPLED);
+	ck_assert_uint_eq(p.sample_bytes, 4096);
+	tfa_profile_free(&p);
+
+	/* An unknown value. */
+	b.len = 0;
+	b.nrecords = 0;
+	header(&b, 1, 16);
+	rec_process(&b, 5, "x");
+	size_t at = rec_config_track(&b, TFA_PROF_STACKS_FP, 4096, 2);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: config record: unknown track 2", at);
+
+	/* A sample without an interval, or without stacks. */
+	b.len = 0;
+	b.nrecords = 0;
+	header(&b, 1, 16);
+	rec_process(&b, 5, "x");
+	at = rec_config_track(&b, TFA_PROF_STACKS_FP, 0, TFA_PROF_TRACK_SAMPLED);
+	rec_end(&b, 1);
+	expect_error(&b, b.len,
+	             "t.prof: offset %zu: config record: sample-only tracking without a sample interval or stacks",
+	             at);
+	b.len = 0;
+	b.nrecords = 0;
+	header(&b, 1, 16);
+	rec_process(&b, 5, "x");
+	at = rec_config_track(&b, TFA_PROF_STACKS_NONE, 4096, TFA_PROF_TRACK_SAMPLED);
+	rec_end(&b, 1);
+	expect_error(&b, b.len,
+	             "t.prof: offset %zu: config record: sample-only tracking without a sample interval or stacks",
+	             at);
+	free(b.p);
+}
+END_TEST
+
+/* jemalloc's scaling of a sampled block: 1 / (1 - exp(-size / interval)). */
+START_TEST(test_sample_weight)
+{
+	ck_assert(tfa_sample_weight(100, 0) == 1.0);
+	/* size == interval: 1 / (1 - 1/e). */
+	ck_assert_double_eq_tol(tfa_sample_weight(4096, 4096), 1.0 / (1.0 - exp(-1.0)), 1e-12);
+	/* Small blocks: about interval / size; a size of 0 counts as 1 byte. */
+	ck_assert_double_eq_tol(tfa_sample_weight(1, 524288), 524288.5, 0.01);
+	ck_assert_double_eq_tol(tfa_sample_weight(0, 524288), tfa_sample_weight(1, 524288), 1e-9);
+	ck_assert_double_eq_tol(tfa_sample_weight(48, 65536), 1.0 / -expm1(-48.0 / 65536.0), 1e-9);
+	/* Far larger than the interval: sampled for sure, stands for itself. */
+	ck_assert_double_eq_tol(tfa_sample_weight(UINT64_C(1) << 40, 4096), 1.0, 1e-12);
+	/* Monotonic: a larger block stands for fewer blocks. */
+	ck_assert(tfa_sample_weight(1000, 65536) > tfa_sample_weight(2000, 65536));
+}
+END_TEST
+
 /* A few thousand records: the arrays grow. */
 START_TEST(test_profile_read_many_records)
 {
@@ -951,6 +1036,8 @@ profile_read_suite(void)
 	tcase_add_test(tc, test_profile_read_snapshot);
 	tcase_add_test(tc, test_profile_read_forward_compatible);
 	tcase_add_test(tc, test_profile_read_timeline);
+	tcase_add_test(tc, test_profile_read_track);
+	tcase_add_test(tc, test_sample_weight);
 	tcase_add_test(tc, test_profile_read_many_records);
 	suite_add_tcase(s, tc);
 

@@ -80,6 +80,16 @@ def leak(bytes_, blocks, allocated=None, sample=0x1000, device="cpu", stack_id=0
                   + counts([bytes_, blocks, allocated, sample]))
 
 
+def config(mode=1, depth=16, sample_bytes=0, truncated=0, max_stacks=100000, ptr_bytes=0,
+           stack_bytes=0, track=None):
+    """TFA_REC_CONFIG; track (sample-only tracking: 1) appended when given."""
+    payload = (u32(mode) + u32(depth) + u64(sample_bytes) + u64(truncated) + u32(max_stacks)
+               + u64(ptr_bytes) + u64(stack_bytes))
+    if track is not None:
+        payload += u32(track)
+    return record(6, payload)
+
+
 def error(kind, address, count=1, detail="", stack_id=0, alloc_stack_id=0):
     return record(REC_ERROR, u32(kind) + u64(address) + u32(stack_id) + u32(alloc_stack_id)
                   + u64(count) + string(detail))

@@ -161,6 +161,7 @@ def case_json_single():
         "stacks": {"mode": "none", "depth": 0, "sample_bytes": 0, "distinct": 0, "max_stacks": 0,
                    "truncated_allocations": 0, "table_bytes": 0},
         "pointer_table_bytes": 0,
+        "tracking": "all",
         "sites": [],
         "timeline": [],
         "device_timelines": [],

@@ -418,7 +418,7 @@ END_TEST
 /* ---- describe ----------------------------------------------------------------------------- */
 
 static int describe_lines;
-static bool describe_seen[16];
+static bool describe_seen[17];
 
 static void
 describe_cb(void *ctx, const char *line)
@@ -431,7 +431,7 @@ describe_cb(void *ctx, const char *line)
 		                             "TFALLOC_STACKS ",     "TFALLOC_STACK_DEPTH ",
 		                             "TFALLOC_SAMPLE_BYTES ", "TFALLOC_MAX_STACKS ",
 		                             "TFALLOC_FLUSH_INTERVAL_MS ", "TFALLOC_LEAK_CLASSES ",
-		                             "TFALLOC_TAG_BY " };
+		                             "TFALLOC_TAG_BY ",     "TFALLOC_TRACK " };
 
 	ck_assert_ptr_eq(ctx, &describe_lines);
 	ck_assert_msg(strncmp(line, "TFALLOC_", 8) == 0, "line \"%s\"", line);
@@ -445,7 +445,7 @@ describe_cb(void *ctx, const char *line)
 START_TEST(test_options_describe)
 {
 	tfa_options_describe(describe_cb, &describe_lines);
-	ck_assert_int_eq(describe_lines, 18);
+	ck_assert_int_eq(describe_lines, 19);
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(describe_seen); i++)
 		ck_assert_msg(describe_seen[i], "option %zu not described", i);
 }
