@@ -70,6 +70,13 @@ typedef struct tfa_thread_rec_s {
 	void *announce[TFA_ANNOUNCE_DEPTH];
 	tfa_stat_slot_t slots[TFA_MAX_STAT_SLOTS];
 	tfa_site_delta_t site_cache[TFA_SITE_CACHE];
+	/*
+	 * The private jemalloc's explicit thread cache that takes this record's
+	 * frees of blocks in another thread's pointer-table shard (core/shim.c),
+	 * as TFA_JE_MALLOCX_TCACHE flags; 0: none yet; -1: none to be had.  Kept
+	 * when the record passes to a new thread.
+	 */
+	int foreign_tcache_flags;
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
 enum tfa_tls_state_e {

@@ -13,6 +13,8 @@
  * start-up, and it would bring libstdc++ into every C program.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -181,6 +183,22 @@ bool
 tfa_jemalloc_is_private(const tfa_allocator_t *a)
 {
 	return a == &jemalloc_allocator && je.malloc == tfa_je_malloc;
+}
+
+extern int tfa_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+
+int
+tfa_jemalloc_tcache_create(void)
+{
+	unsigned index;
+	size_t len = sizeof(index);
+	int saved_errno = errno;
+	int r = tfa_je_mallctl("tcache.create", &index, &len, NULL, 0);
+
+	errno = saved_errno;
+	if (r != 0 || index > (unsigned)INT_MAX - 1)
+		return -1;
+	return (int)index;
 }
 
 /*

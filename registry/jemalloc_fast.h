@@ -37,4 +37,13 @@ TFA_HIDDEN size_t tfa_je_sallocx(const void *ptr, int flags);
 #define TFA_JE_MALLOCX_LG_ALIGN(la) ((int)(la))
 #define TFA_JE_MALLOCX_ZERO ((int)0x40)
 
+/*
+ * A new explicit thread cache of the private copy (mallctl "tcache.create"):
+ * its index, or -1.  Frees with TFA_JE_MALLOCX_TCACHE(index) go to it.  It is
+ * never destroyed: the shim gives one to a thread record, and the record's
+ * next thread inherits it.
+ */
+TFA_HIDDEN int tfa_jemalloc_tcache_create(void);
+#define TFA_JE_MALLOCX_TCACHE(index) ((int)(((unsigned)(index) + 2) << 8))
+
 #endif /* TFA_REGISTRY_JEMALLOC_FAST_H */
