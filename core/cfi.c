@@ -174,36 +174,41 @@ get_fixed(cursor_t *c, size_t n)
 	return v;
 }
 
+/* A LEB128 number's bits; *shift: how many it has, *last: its last byte (the sign is the caller's). */
+static uint64_t
+get_leb(cursor_t *c, unsigned *shift, uint8_t *last)
+{
+	uint64_t v = 0;
+	uint8_t b;
+
+	*shift = 0;
+	do {
+		b = get_u8(c);
+		if (*shift < 64)
+			v |= (uint64_t)(b & 0x7f) << *shift;
+		*shift += 7;
+	} while ((b & 0x80) != 0 && !c->bad);
+	*last = b;
+	return v;
+}
+
 static uint64_t
 get_uleb(cursor_t *c)
 {
-	uint64_t v = 0;
-	unsigned shift = 0;
-	uint8_t b;
+	unsigned shift;
+	uint8_t last;
 
-	do {
-		b = get_u8(c);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while ((b & 0x80) != 0 && !c->bad);
-	return v;
+	return get_leb(c, &shift, &last);
 }
 
 static int64_t
 get_sleb(cursor_t *c)
 {
-	uint64_t v = 0;
-	unsigned shift = 0;
-	uint8_t b;
+	unsigned shift;
+	uint8_t last;
+	uint64_t v = get_leb(c, &shift, &last);
 
-	do {
-		b = get_u8(c);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while ((b & 0x80) != 0 && !c->bad);
-	if (shift < 64 && (b & 0x40) != 0)
+	if (shift < 64 && (last & 0x40) != 0)
 		v |= ~(uint64_t)0 << shift;
 	return (int64_t)v;
 }

@@ -598,6 +598,22 @@ tfa_tracking_count_untracked(tfa_tracking_allocator_t *ta, int change, size_t re
 	slot_exit(ref);
 }
 
+/* A free of the record info of ptr, made by backend b: its counts, its site's and its resource's. */
+static void
+uncount_freed(tfa_tracking_allocator_t *ta, tfa_allocator_t *b, const void *ptr, const tfa_alloc_info_t *info,
+	      size_t alignment)
+{
+	size_t asz = tfa_tracking_backend_allocated(b, ptr, info->requested, alignment);
+	slot_ref_t ref = slot_enter(ta);
+
+	account_free(ta, ref.slot, info->requested, asz);
+	tfa_tracking_settle(ta, ref.slot);
+	slot_exit(ref);
+	site_free(ta, info->stack_id, info->requested);
+	if (info->tag != 0)
+		tfa_res_uncharge(info->tag, info->device, info->requested, asz);
+}
+
 bool
 tfa_tracking_unrecord(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info)
 {
@@ -607,18 +623,9 @@ tfa_tracking_unrecord(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_inf
 	bool found = tfa_ptr_held_remove(held, ptr, &rec);
 	if (found) {
 		tfa_record_unpack(&rec, info);
-		if (info->kind != TFA_KIND_INTERNAL) {
-			tfa_allocator_t *b = tfa_tracking_allocator_backend(ta, info->backend);
-			size_t asz = tfa_tracking_backend_allocated(b, (const void *)ptr, info->requested,
-								    align_of_lg(info->lg_align));
-			slot_ref_t ref = slot_enter(ta);
-			account_free(ta, ref.slot, info->requested, asz);
-			tfa_tracking_settle(ta, ref.slot);
-			slot_exit(ref);
-			site_free(ta, info->stack_id, info->requested);
-			if (info->tag != 0)
-				tfa_res_uncharge(info->tag, info->device, info->requested, asz);
-		}
+		if (info->kind != TFA_KIND_INTERNAL)
+			uncount_freed(ta, tfa_tracking_allocator_backend(ta, info->backend), (const void *)ptr,
+				      info, align_of_lg(info->lg_align));
 	}
 	tfa_ptr_table_release(held);
 	return found;
@@ -657,16 +664,8 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 		tfa_record_unpack(&rec, info);
 		b = tfa_tracking_allocator_backend(ta, info->backend);
 		alignment = align_of_lg(info->lg_align);
-		if (info->kind != TFA_KIND_INTERNAL) {
-			size_t asz = tfa_tracking_backend_allocated(b, ptr, info->requested, alignment);
-			slot_ref_t ref = slot_enter(ta);
-			account_free(ta, ref.slot, info->requested, asz);
-			tfa_tracking_settle(ta, ref.slot);
-			slot_exit(ref);
-			site_free(ta, info->stack_id, info->requested);
-			if (info->tag != 0)
-				tfa_res_uncharge(info->tag, info->device, info->requested, asz);
-		}
+		if (info->kind != TFA_KIND_INTERNAL)
+			uncount_freed(ta, b, ptr, info, alignment);
 	}
 	tfa_ptr_table_release(held);
 
