@@ -73,11 +73,40 @@ ranges_remove(tfa_leak_range_t *t, size_t *n, size_t max, bool *overflow, uintpt
 	}
 }
 
+/*
+ * gcc's ThreadSanitizer rejects fences: under it the writer's step is an
+ * acquire-release read-modify-write (later stores stay after it) and the
+ * reader's second look at the count one too (earlier loads stay before it),
+ * as the fences order them.  Only there: a reader's write would pass the
+ * count's line between every core that frees.
+ */
+#ifdef __SANITIZE_THREAD__
+#	define BE_TSAN 1
+#else
+#	define BE_TSAN 0
+#endif
+
 static void
 be_begin(void)
 {
+#if BE_TSAN
+	(void)__atomic_fetch_add(&be_seq, 1, __ATOMIC_ACQ_REL);
+#else
 	__atomic_store_n(&be_seq, be_seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+/* The count again, after the loads it guards. */
+static uint64_t
+be_seq_again(void)
+{
+#if BE_TSAN
+	return __atomic_fetch_add(&be_seq, 0, __ATOMIC_ACQ_REL);
+#else
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&be_seq, __ATOMIC_RELAXED);
+#endif
 }
 
 static void
@@ -104,8 +133,7 @@ tfa_own_maps_backend_lookup(uintptr_t addr)
 				break;
 			}
 		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		uint64_t again = __atomic_load_n(&be_seq, __ATOMIC_RELAXED);
+		uint64_t again = be_seq_again();
 		if (again != seq) {
 			seq = again;
 			continue;
