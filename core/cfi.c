@@ -43,9 +43,8 @@
  * Unloaded libraries: a rule cached for a library that dlclose unmapped
  * would be wrong for a library mapped at the same address later.  Each rule
  * carries the generation it was computed in; tfa_cfi_flush (called by the
- * shim's dlclose, after the real one returns, and before it) advances the
- * generation, and a rule of an older one is computed again on its next use,
- * in its slot.  A lookup per frame through the loader (_dl_find_object, the
+ * shim's dlclose after the real one returns) advances the generation, and
+ * a rule of an older one is computed again on its next use, in its slot.  A lookup per frame through the loader (_dl_find_object, the
  * object's identity in each rule) would be exact for every unload, those
  * glibc makes internally too (iconv's gconv modules), but costs more than
  * the rest of the step.  (libunwind's trace cache keeps its rules even through
@@ -76,7 +75,6 @@
 #define RULES_PROBES     16
 
 /* Below this, a "return address" is a small integer: something went wrong. */
-#define PC_MIN ((uintptr_t)4096)
 
 /* DWARF register numbers of x86-64. */
 #define REG_RBP 6
@@ -104,6 +102,7 @@ typedef struct slot_s {
 static slot_t *slots; /* published with release by tfa_cfi_init */
 static uint32_t generation = 1;
 static uint64_t refusals;
+static uint64_t rules_computed; /* misses of the cache: each reads the DWARF tables */
 
 static TFA_ALWAYS_INLINE unsigned
 rule_kind(uint64_t r)
@@ -684,6 +683,7 @@ rule_miss(slot_t *table, uintptr_t ra, uint32_t gen)
 	bool cacheable;
 	uint64_t rule = compute_rule(ra - 1, gen, &cacheable);
 
+	__atomic_fetch_add(&rules_computed, 1, __ATOMIC_RELAXED);
 	if (!cacheable)
 		return rule;
 	uint32_t i = slot_of(ra);
@@ -756,19 +756,12 @@ tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max,
 	for (;;) {
 		if (pc == 0)
 			break; /* as libunwind: a zero return address ends the stack */
-		if (tfa_unlikely(pc < PC_MIN))
+		if (tfa_unlikely(pc < TFA_PC_MIN))
 			return refuse();
 		/* The frames before the anchor are the capture's own; then `skip` more. */
-		if (tfa_likely(anchored)) {
-			if (skip == 0) {
-				pcs[n++] = pc;
-				if (n == max)
-					break;
-			} else {
-				skip--;
-			}
-		} else if (pc == anchor) {
+		if (tfa_unlikely(!anchored) && pc == anchor)
 			anchored = true;
+		if (tfa_likely(anchored)) {
 			if (skip == 0) {
 				pcs[n++] = pc;
 				if (n == max)
@@ -839,4 +832,10 @@ uint64_t
 tfa_cfi_refusals(void)
 {
 	return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
+}
+
+uint64_t
+tfa_cfi_rules_computed(void)
+{
+	return __atomic_load_n(&rules_computed, __ATOMIC_RELAXED);
 }

@@ -14,12 +14,15 @@
 
 #include "core/common.h"
 
+/* Below this, a "return address" is a small integer: the chain went wrong (both walks). */
+#define TFA_PC_MIN ((uintptr_t)4096)
+
 /*
  * Maps the rule cache (arena memory, never freed).  Returns 0 or -ENOMEM.
  * Calling it again is harmless.  REQUIRES: before any tfa_cfi_capture
  * that should succeed (until then, each returns -1).
  */
-int tfa_cfi_init(void) TFA_MUST_CHECK;
+int tfa_cfi_init(void);
 
 /*
  * Walks the stack from the return address into the calling function, the
@@ -47,5 +50,11 @@ void tfa_cfi_flush(void);
 
 /* For tests: how many walks returned -1 since the process started. */
 uint64_t tfa_cfi_refusals(void);
+
+/*
+ * For tests: how many rules were worked out from the DWARF tables (the
+ * cache's misses, those of stale generations and those not kept included).
+ */
+uint64_t tfa_cfi_rules_computed(void);
 
 #endif /* TFA_CORE_CFI_H */

@@ -5,7 +5,7 @@
  *
  * Lock order (outer first; no lock is held across a call into foreign code):
  *   profile_lock -> timeline_lock (taken alone, by trylock, when sampling)
- *   errors_lock -> ptr table shard locks -> orphan lock -> arena lock -> own maps lock
+ *   errors_lock -> quarantine_lock -> ptr table shard locks -> orphan lock -> arena lock -> own maps lock
  *   jemalloc's mutexes -> own maps lock (it maps memory holding them)
  *   threads lock and the registry lock are never held with another.
  */
@@ -523,6 +523,28 @@ fast_count_alloc(tfa_stat_slot_t *s, size_t nbytes, size_t asz, bool single)
 }
 
 /*
+ * A block made or freed without a record (sample-only tracking), in the
+ * thread's slot: bytes in use move by its allocated size.  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+fast_count_untracked(tfa_thread_rec_t *trec, size_t nbytes, size_t asz, bool made, bool single)
+{
+	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
+
+	if (made) {
+		s->num_allocs++;
+		s->total_bytes += nbytes;
+		s->total_allocated_bytes += asz;
+		if (tfa_unlikely(nbytes > s->largest_alloc_size))
+			s->largest_alloc_size = nbytes;
+		fast_count(s, (int64_t)asz, (int64_t)asz, single, true);
+	} else {
+		s->num_frees++;
+		fast_count(s, -(int64_t)asz, -(int64_t)asz, single, false);
+	}
+}
+
+/*
  * A block of the fast path made (or freed) at stack_id: with threads, counted
  * in the thread's cache of sites (two threads allocating at one site would
  * otherwise pass its line between their cores at every call), unless this is
@@ -615,14 +637,8 @@ fast_alloc(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zero, bool 
 	if (tfa_unlikely(sampled) && sample_only && tfa_likely(p != NULL)) {
 		/* Sample-only tracking: a block without a stack is not a sample. */
 		if (stack_id == 0) {
-			size_t asz = tfa_jemalloc_usable[(nbytes + 7) >> 3];
-			tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
-			s->num_allocs++;
-			s->total_bytes += nbytes;
-			s->total_allocated_bytes += asz;
-			if (nbytes > s->largest_alloc_size)
-				s->largest_alloc_size = nbytes;
-			fast_count(s, (int64_t)asz, (int64_t)asz, __libc_single_threaded, true);
+			fast_count_untracked(trec, nbytes, tfa_jemalloc_usable[(nbytes + 7) >> 3], true,
+					     __libc_single_threaded);
 			shim_exit();
 			return p;
 		}
@@ -847,25 +863,6 @@ quarantine_holds(uintptr_t p)
 	return in;
 }
 
-/* A block made or freed without a record, in the thread's slot.  [hot path] */
-static TFA_ALWAYS_INLINE void
-fast_count_untracked(tfa_thread_rec_t *trec, size_t nbytes, size_t asz, bool made, bool single)
-{
-	tfa_stat_slot_t *s = &trec->slots[TFA_SLOT_PROCESS];
-
-	if (made) {
-		s->num_allocs++;
-		s->total_bytes += nbytes;
-		s->total_allocated_bytes += asz;
-		if (tfa_unlikely(nbytes > s->largest_alloc_size))
-			s->largest_alloc_size = nbytes;
-		fast_count(s, (int64_t)asz, (int64_t)asz, single, true);
-	} else {
-		s->num_frees++;
-		fast_count(s, -(int64_t)asz, -(int64_t)asz, single, false);
-	}
-}
-
 /* An unsampled small block of the fast path: made and counted, no record.  [hot path] */
 static TFA_ALWAYS_INLINE void *
 fast_alloc_untracked(tfa_thread_rec_t *trec, size_t nbytes, bool zero)
@@ -945,12 +942,6 @@ untracked_block(uintptr_t p)
 	return (p & 7) == 0 && tfa_own_maps_backend_contains(p);
 }
 
-static bool
-kinds_match(uint8_t made_by, uint8_t freed_by)
-{
-	return made_by == TFA_KIND_INTERNAL || freed_by == TFA_KIND_INTERNAL || made_by == freed_by;
-}
-
 /* free and delete in sample-only mode, but for unrecorded blocks of a registered thread. */
 static TFA_NOINLINE void
 shim_free_sampled(void *ptr, uint8_t kind)
@@ -963,7 +954,7 @@ shim_free_sampled(void *ptr, uint8_t kind)
 	shim_enter();
 	if (tfa_tracking_unrecord(&cpu_tracker, p, &info)) {
 		quarantine_put(p, &info);
-		if (!kinds_match(info.kind, freed_by))
+		if (!tfa_kinds_match(info.kind, freed_by))
 			report_free_result(TFA_FREE_MISMATCH, ptr, kind, &info);
 	} else if (sfilter_maybe(p) && quarantine_holds(p)) {
 		record_error(TFA_ERR_DOUBLE_FREE, p, 0, kind, 0);
@@ -1109,7 +1100,9 @@ shim_realloc_sampled(void *ptr, size_t nbytes, bool *done)
 			report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
 		goto out;
 	}
-	/* Recorded before, not after. */
+	/* Recorded before, not after: a realloc of a block new made is a mismatch, as in exact tracking. */
+	if (!tfa_kinds_match(info.kind, TFA_KIND_MALLOC))
+		report_free_result(TFA_FREE_MISMATCH, ptr, TFA_KIND_MALLOC, &info);
 	if (tfa_tls.fast_rec != NULL && info.lg_align == 0) {
 		/*
 		 * The record goes first: once jemalloc has the old block back,

@@ -638,14 +638,6 @@ tfa_tracking_allocate(tfa_tracking_allocator_t *ta, size_t alignment, size_t nby
 	return tfa_tracking_allocate_fast(ta, alignment, nbytes, attrs != NULL ? attrs : &default_attrs);
 }
 
-static bool
-kinds_match(uint8_t made_by, uint8_t freed_by)
-{
-	if (made_by == TFA_KIND_INTERNAL || freed_by == TFA_KIND_INTERNAL)
-		return true;
-	return made_by == freed_by;
-}
-
 int
 tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 			tfa_alloc_info_t *info)
@@ -682,7 +674,7 @@ tfa_tracking_deallocate(tfa_tracking_allocator_t *ta, void *ptr, uint8_t kind,
 	/* Recorded before the backend can hand the address out again. */
 	tfa_allocator_deallocate_raw_sized(b, ptr, info->requested == 0 ? 1 : info->requested,
 					   alignment);
-	return kinds_match(info->kind, kind) ? TFA_FREE_OK : TFA_FREE_MISMATCH;
+	return tfa_kinds_match(info->kind, kind) ? TFA_FREE_OK : TFA_FREE_MISMATCH;
 }
 
 /*
@@ -833,7 +825,7 @@ tfa_tracking_reallocate(tfa_tracking_allocator_t *ta, void *ptr, size_t nbytes, 
 		account_lost_free(ta, &old);
 	else if (r < 0)
 		degrade(ta);
-	if (!kinds_match(made_by, TFA_KIND_MALLOC))
+	if (!tfa_kinds_match(made_by, TFA_KIND_MALLOC))
 		*result = TFA_FREE_MISMATCH;
 	return q;
 

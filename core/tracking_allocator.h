@@ -156,6 +156,13 @@ void tfa_tracking_count_untracked(tfa_tracking_allocator_t *ta, int change, size
 				  size_t allocated, bool realloc);
 bool tfa_tracking_unrecord(tfa_tracking_allocator_t *ta, uintptr_t ptr, tfa_alloc_info_t *info);
 
+/* Whether a block made by made_by may be freed by freed_by (the shim's own calls match any). */
+static inline bool
+tfa_kinds_match(uint8_t made_by, uint8_t freed_by)
+{
+	return made_by == TFA_KIND_INTERNAL || freed_by == TFA_KIND_INTERNAL || made_by == freed_by;
+}
+
 /* 0: no limit.  Requests that would take bytes in use past the limit fail. */
 void tfa_tracking_allocator_set_bytes_limit(tfa_tracking_allocator_t *ta, int64_t limit);
 

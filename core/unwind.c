@@ -60,8 +60,6 @@ extern void *__libc_stack_end;
 #define FP_WINDOW_MAX ((uintptr_t)16 << 20)
 #define FP_FRAME_MAX  ((uintptr_t)256 << 10)
 #define FP_PAGE       ((uintptr_t)4096)
-/* Below this, a "return address" is a small integer: the chain went wrong. */
-#define PC_MIN        ((uintptr_t)4096)
 
 static uintptr_t main_thread_pointer;
 
@@ -132,7 +130,7 @@ fp_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 		const uintptr_t *rec = (const uintptr_t *)fp;
 		uintptr_t next = rec[0], pc = rec[1];
 
-		if (pc < PC_MIN)
+		if (pc < TFA_PC_MIN)
 			break;
 		if (!anchored) {
 			anchored = pc == anchor;
@@ -305,8 +303,7 @@ libunwind_load(void)
 		goto out;
 
 	/* Without its rule cache, cfi.c refuses every walk, and libunwind serves them all. */
-	int no_cache = tfa_cfi_init();
-	(void)no_cache;
+	(void)tfa_cfi_init();
 	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
 	libunwind.flush_cache = flush_cache;
 	libunwind.local_addr_space = local_addr_space;

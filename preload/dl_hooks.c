@@ -2,8 +2,8 @@
 /*
  * dlclose: the unwinder's caches know code by its address, and a library
  * loaded later may be mapped where the closed one was.  They are flushed
- * before the real dlclose (rules a walk computes while the library goes are
- * of the old generation) and again after it (core/cfi.c).  The loader's own
+ * after the real dlclose: a rule a walk computed before, or while the library
+ * went, is of an older generation then (core/cfi.c).  The loader's own
  * unloads (iconv's gconv modules) do not come through here.
  */
 #include <dlfcn.h>
@@ -25,12 +25,13 @@ dlclose(void *handle)
 		tfa_guard_enter();
 		void *sym = dlsym(RTLD_NEXT, "dlclose");
 		tfa_guard_exit();
-		if (sym == NULL)
+		if (sym == NULL) {
+			errno = ENOSYS;
 			return -1;
+		}
 		__builtin_memcpy(&fn, &sym, sizeof(fn));
 		__atomic_store_n(&real, fn, __ATOMIC_RELAXED);
 	}
-	tfa_unwind_flush_caches();
 	int r = fn(handle);
 	int saved_errno = errno;
 	tfa_unwind_flush_caches();
