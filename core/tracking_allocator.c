@@ -581,18 +581,12 @@ tfa_tracking_count_untracked(tfa_tracking_allocator_t *ta, int change, size_t re
 
 	if (realloc)
 		s->num_reallocs++;
+	/* Bytes in use move by the allocated size: the only one the block's free will know. */
 	if (change > 0) {
-		s->num_allocs++;
-		s->total_bytes += requested;
-		s->total_allocated_bytes += allocated;
-		if (requested > s->largest_alloc_size)
-			s->largest_alloc_size = requested;
+		account_alloc(s, requested, allocated, true);
 		s->pending_bytes += (int64_t)allocated;
-		s->pending_allocated += (int64_t)allocated;
 	} else if (change < 0) {
-		s->num_frees++;
-		s->pending_bytes -= (int64_t)allocated;
-		s->pending_allocated -= (int64_t)allocated;
+		account_free(ta, s, allocated, allocated); /* no bytes limit in this mode */
 	}
 	tfa_tracking_settle_after(ta, s, change > 0, false);
 	slot_exit(ref);
