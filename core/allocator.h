@@ -143,10 +143,11 @@ typedef struct tfa_allocator_stats_s {
 	int64_t allocated_bytes_in_use; /* the same three in allocated (backend) bytes */
 	int64_t peak_allocated_bytes_in_use;
 	int64_t total_allocated_bytes;
+	int64_t peak_blocks_in_use; /* most blocks live at once */
 } tfa_allocator_stats_t;
 
 #define TFA_ALLOCATOR_STATS_SIZE \
-	(offsetof(tfa_allocator_stats_t, total_allocated_bytes) + sizeof(int64_t))
+	(offsetof(tfa_allocator_stats_t, peak_blocks_in_use) + sizeof(int64_t))
 
 /* ---- the ops table ---------------------------------------------------------------------- */
 

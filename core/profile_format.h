@@ -150,6 +150,7 @@ enum tfa_prof_device_field_e {
 	TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE,
 	TFA_DEV_TOTAL_ALLOCATED_BYTES,
 	TFA_DEV_SHIM_OVERHEAD_BYTES, /* memory the shim mapped for itself */
+	TFA_DEV_PEAK_BLOCKS_IN_USE,  /* most blocks live at once (0 in older files: not known) */
 	TFA_DEV_FIELD_COUNT
 };
 

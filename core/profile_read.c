@@ -220,8 +220,10 @@ read_str(struct record *r, const char *field, char **s)
  * A counts block: u32 n, then n u64 values.  The first min(n, nfields) go to
  * f; the others of f are 0; values past nfields are skipped.
  */
+/* *present (when not NULL): how many of the nfields the record had. */
 static int
-read_counts(struct record *r, const char *field, uint64_t *f, size_t nfields)
+read_counts_present(struct record *r, const char *field, uint64_t *f, size_t nfields,
+		    uint32_t *present)
 {
 	size_t at = r->pos;
 	uint32_t n;
@@ -236,7 +238,15 @@ read_counts(struct record *r, const char *field, uint64_t *f, size_t nfields)
 	for (size_t i = 0; i < nfields; i++)
 		f[i] = i < n ? get_u64(r->ps->data + r->pos + 8 * i) : 0;
 	r->pos += (size_t)n * 8;
+	if (present != NULL)
+		*present = n < nfields ? n : (uint32_t)nfields;
 	return 0;
+}
+
+static int
+read_counts(struct record *r, const char *field, uint64_t *f, size_t nfields)
+{
+	return read_counts_present(r, field, f, nfields, NULL);
 }
 
 /*
@@ -301,7 +311,7 @@ parse_device(struct record *r)
 	d = &p->devices[p->ndevices];
 	memset(d, 0, sizeof(*d));
 	if (read_str(r, "device", &d->name) < 0 || read_str(r, "allocator", &d->allocator) < 0
-	    || read_counts(r, "counts", d->f, TFA_DEV_FIELD_COUNT) < 0)
+	    || read_counts_present(r, "counts", d->f, TFA_DEV_FIELD_COUNT, &d->nfields) < 0)
 		return -1;
 	p->ndevices++;
 	return 0;

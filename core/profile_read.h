@@ -35,7 +35,20 @@ typedef struct tfa_profile_device_s {
 	char *name;                      /* "cpu" */
 	char *allocator;                 /* the backend's registry name */
 	uint64_t f[TFA_DEV_FIELD_COUNT]; /* by enum tfa_prof_device_field_e */
+	uint32_t nfields; /* of f, those the file had (older files: fewer; the rest are 0) */
 } tfa_profile_device_t;
+
+/*
+ * The device figures every reader has shown, as 0 when a file lacks them;
+ * later ones are shown only when the file has them (a 0 would be a claim).
+ */
+#define TFA_DEV_FIELDS_ALWAYS TFA_DEV_PEAK_BLOCKS_IN_USE
+
+static inline uint32_t
+tfa_profile_device_fields_shown(const tfa_profile_device_t *d)
+{
+	return d->nfields > TFA_DEV_FIELDS_ALWAYS ? d->nfields : TFA_DEV_FIELDS_ALWAYS;
+}
 
 /* One LEAK record: a group of blocks sharing device, stack and kind. */
 typedef struct tfa_profile_leak_s {

@@ -499,14 +499,12 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
 		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
+		tfa_tracking_publish_blocks_single(ta, s);
 		return;
 	}
 	s->pending_bytes += bytes;
 	s->pending_allocated += allocated;
-	/* |pending| > threshold, as one unsigned comparison each. */
-	if ((uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
-	    || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
-		       > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD))
+	if (tfa_tracking_publish_due(s))
 		tfa_tracking_publish(ta, s);
 }
 
@@ -2269,6 +2267,7 @@ write_device_records(tfa_pw_t *w)
 			[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = (uint64_t)d.peak_allocated_bytes_in_use,
 			[TFA_DEV_TOTAL_ALLOCATED_BYTES] = (uint64_t)d.total_allocated_bytes,
 			[TFA_DEV_SHIM_OVERHEAD_BYTES] = 0,
+			[TFA_DEV_PEAK_BLOCKS_IN_USE] = (uint64_t)d.peak_blocks_in_use,
 		};
 		tfa_pw_begin(w, TFA_REC_DEVICE);
 		tfa_pw_str(w, tfa_devcode_name(c));
@@ -2313,6 +2312,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 		[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE] = (uint64_t)st->peak_allocated_bytes_in_use,
 		[TFA_DEV_TOTAL_ALLOCATED_BYTES] = (uint64_t)st->total_allocated_bytes,
 		[TFA_DEV_SHIM_OVERHEAD_BYTES] = tfa_arena_mapped_bytes(),
+		[TFA_DEV_PEAK_BLOCKS_IN_USE] = (uint64_t)st->peak_blocks_in_use,
 	};
 	tfa_pw_begin(w, TFA_REC_DEVICE);
 	tfa_pw_str(w, "cpu");

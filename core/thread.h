@@ -35,6 +35,7 @@ typedef struct tfa_stat_slot_s {
 	uint64_t largest_alloc_size;
 	int64_t pending_bytes;     /* change of bytes in use not yet published */
 	int64_t pending_allocated; /* the same in allocated bytes */
+	int64_t published_blocks;  /* num_allocs - num_frees when the slot last published */
 	uint64_t next_id;          /* the thread's block of allocation ids */
 	uint64_t id_end;
 } tfa_stat_slot_t;

@@ -123,6 +123,11 @@ tfa_tracking_publish(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
 		raise_peak(&ta->allocated_peak, now);
 		s->pending_allocated = 0;
 	}
+	int64_t blocks = tfa_tracking_pending_blocks(s);
+	if (blocks != 0) {
+		s->published_blocks += blocks;
+		raise_peak(&ta->peak_blocks, __atomic_add_fetch(&ta->blocks_in_use, blocks, __ATOMIC_RELAXED));
+	}
 }
 
 uint64_t
@@ -932,6 +937,8 @@ tfa_tracking_allocator_get_stats(tfa_tracking_allocator_t *ta, tfa_allocator_sta
 	out->peak_allocated_bytes_in_use =
 		TFA_MAX(__atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED), alloc_in_use);
 	out->total_allocated_bytes = (int64_t)s.total_allocated_bytes;
+	out->peak_blocks_in_use = TFA_MAX(__atomic_load_n(&ta->peak_blocks, __ATOMIC_RELAXED),
+					  (int64_t)(s.num_allocs - s.num_frees));
 	return true;
 }
 

@@ -17,8 +17,9 @@
  *                cache line.  A single-threaded process, or one with a bytes
  *                limit, publishes on every call: its peak is exact.  With
  *                several threads the peak may miss by at most
- *                threads x TFA_PUBLISH_THRESHOLD bytes; totals and bytes in
- *                use are exact whenever they are read.
+ *                threads x TFA_PUBLISH_THRESHOLD bytes (and the peak count
+ *                of live blocks by threads x TFA_PUBLISH_BLOCKS); totals and
+ *                bytes in use are exact whenever they are read.
  *   degraded     the shim's own memory ran out: new pointers are no longer
  *                recorded and frees of unknown pointers go to the current
  *                backend.  The program continues.
@@ -39,6 +40,8 @@
 
 #define TFA_MAX_BACKENDS       8
 #define TFA_PUBLISH_THRESHOLD  ((int64_t)64 << 10)
+/* The same for the count of live blocks: small blocks would take long to move 64 KiB. */
+#define TFA_PUBLISH_BLOCKS     ((int64_t)1024)
 #define TFA_ID_BLOCK           1024
 
 typedef struct tfa_tracking_allocator_s {
@@ -61,6 +64,8 @@ typedef struct tfa_tracking_allocator_s {
 	int64_t allocated_in_use;
 	int64_t peak;
 	int64_t allocated_peak;
+	int64_t blocks_in_use; /* live blocks, as published */
+	int64_t peak_blocks;
 	uint64_t next_id TFA_ALIGNED_CACHELINE;
 
 	tfa_lock_t shared_lock TFA_ALIGNED_CACHELINE;
@@ -245,6 +250,43 @@ tfa_tracking_allocated_of(const tfa_allocator_t *b, const void *p, size_t reques
 	return tfa_tracking_backend_allocated(b, p, requested, alignment);
 }
 
+/* The slot's live blocks not yet published: its allocations less its frees since it last published. */
+static TFA_ALWAYS_INLINE int64_t
+tfa_tracking_pending_blocks(const tfa_stat_slot_t *s)
+{
+	return (int64_t)(s->num_allocs - s->num_frees) - s->published_blocks;
+}
+
+/*
+ * Whether a thread's slot must publish: |pending| > threshold, as one
+ * unsigned comparison each.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_tracking_publish_due(const tfa_stat_slot_t *s)
+{
+	return (uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
+	       || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
+			  > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
+	       || (uint64_t)(tfa_tracking_pending_blocks(s) + TFA_PUBLISH_BLOCKS)
+			  > (uint64_t)(2 * TFA_PUBLISH_BLOCKS);
+}
+
+/*
+ * The count of live blocks and its peak, published at once by the thread of a
+ * single-threaded process (no atomic: the peak is exact).  [hot path]
+ */
+static TFA_ALWAYS_INLINE void
+tfa_tracking_publish_blocks_single(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+{
+	int64_t pending = tfa_tracking_pending_blocks(s);
+	int64_t blocks = __atomic_load_n(&ta->blocks_in_use, __ATOMIC_RELAXED) + pending;
+
+	s->published_blocks += pending;
+	__atomic_store_n(&ta->blocks_in_use, blocks, __ATOMIC_RELAXED);
+	if (blocks > __atomic_load_n(&ta->peak_blocks, __ATOMIC_RELAXED))
+		__atomic_store_n(&ta->peak_blocks, blocks, __ATOMIC_RELAXED);
+}
+
 /*
  * Moves the slot's pending change of bytes in use into the published figures
  * when it must.  With one thread: at once, with no atomic, so the peak is
@@ -276,13 +318,10 @@ tfa_tracking_settle_after(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, bool
 			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
 		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
+		tfa_tracking_publish_blocks_single(ta, s);
 		return;
 	}
-	/* |pending| > threshold, as one unsigned comparison each. */
-	if (!own_slot
-	    || (uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
-	    || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
-		       > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD))
+	if (!own_slot || tfa_tracking_publish_due(s))
 		tfa_tracking_publish(ta, s);
 }
 

@@ -414,7 +414,7 @@ html_devices(tfa_json_t *j, const tfa_profile_t *p)
 		tfa_json_begin_compact_object(j);
 		tfa_json_kv_string(j, "device", d->name);
 		tfa_json_kv_string(j, "allocator", d->allocator);
-		for (size_t k = 0; k < TFA_DEV_FIELD_COUNT; k++)
+		for (size_t k = 0; k < tfa_profile_device_fields_shown(d); k++)
 			tfa_json_kv_u64(j, tfa_prof_device_field_name((unsigned)k), d->f[k]);
 		tfa_json_end_object(j);
 	}

@@ -919,7 +919,7 @@ json_process(tfa_json_t *j, struct report_entry *e)
 		tfa_json_begin_object(j);
 		tfa_json_kv_string(j, "device", d->name);
 		tfa_json_kv_string(j, "allocator", d->allocator);
-		for (size_t k = 0; k < TFA_DEV_FIELD_COUNT; k++)
+		for (size_t k = 0; k < tfa_profile_device_fields_shown(d); k++)
 			tfa_json_kv_u64(j, tfa_prof_device_field_name((unsigned)k), d->f[k]);
 		tfa_json_end_object(j);
 	}
@@ -1234,6 +1234,10 @@ text_device(FILE *f, const tfa_profile_device_t *d)
 	text_req_alloc(f, "in use:", v[TFA_DEV_BYTES_IN_USE], v[TFA_DEV_ALLOCATED_BYTES_IN_USE]);
 	text_req_alloc(f, "peak in use:", v[TFA_DEV_PEAK_BYTES_IN_USE],
 	               v[TFA_DEV_PEAK_ALLOCATED_BYTES_IN_USE]);
+	if (d->nfields > TFA_DEV_PEAK_BLOCKS_IN_USE) {
+		text_label(f, "peak blocks:");
+		fprintf(f, "%" PRIu64 " live at once\n", v[TFA_DEV_PEAK_BLOCKS_IN_USE]);
+	}
 	text_req_alloc(f, "total allocated:", v[TFA_DEV_TOTAL_BYTES],
 	               v[TFA_DEV_TOTAL_ALLOCATED_BYTES]);
 	text_label(f, "largest block:");

@@ -396,16 +396,19 @@ class Runner:
         self.env = clean_env()
 
     def tables(self, outdir):
-        """The largest pointer table and stack table of the profiles in outdir (bytes)."""
+        """The largest pointer table and stack table of the profiles in outdir (bytes), and the
+        most blocks any one process had live at once."""
         tool = os.path.join(self.root, "build/bin/tfalloc")
         r = subprocess.run([tool, "report", "--format", "json", outdir], env=self.env,
                            capture_output=True, text=True)
         try:
             procs = json.loads(r.stdout)["processes"]
         except (ValueError, KeyError):
-            return None, None
+            return None, None, None
+        cpu = [d for p in procs for d in p.get("devices", []) if d.get("device") == "cpu"]
         return (max((p.get("pointer_table_bytes", 0) for p in procs), default=None),
-                max((p.get("stacks", {}).get("table_bytes", 0) for p in procs), default=None))
+                max((p.get("stacks", {}).get("table_bytes", 0) for p in procs), default=None),
+                max((d.get("peak_blocks_in_use", 0) for d in cpu), default=None))
 
     def run(self, workload, mode, size, keep=None, tables=False):
         """One run; returns a dict.  keep: a folder to move the profiles to.  tables: read
@@ -434,7 +437,8 @@ class Runner:
         res["digest"], res["throughput"] = digest(stdout, mode, verify)
         res["profile_bytes"] = dir_bytes(outdir)
         if tables:
-            res["pointer_table_bytes"], res["stack_table_bytes"] = self.tables(outdir)
+            (res["pointer_table_bytes"], res["stack_table_bytes"],
+             res["peak_blocks"]) = self.tables(outdir)
         if not quiet:
             with open(stderr, "rb") as f:
                 res["stderr_tail"] = f.read()[-600:].decode("utf-8", "replace")
@@ -770,7 +774,8 @@ def summarize(cells, workloads, mode_names, header, report, elapsed, args, profi
                             "throughput": cell.median("throughput"),
                             "profile_bytes": cell.median("profile_bytes"),
                             "pointer_table_bytes": cell.median("pointer_table_bytes"),
-                            "stack_table_bytes": cell.median("stack_table_bytes")})
+                            "stack_table_bytes": cell.median("stack_table_bytes"),
+                            "peak_blocks": cell.median("peak_blocks")})
             if cell.status == "ok" and times:
                 for base, bc in (("glibc", g), ("jemalloc", j)):
                     bt = [r["wall_s"] for r in bc.good_runs()] if bc else []
@@ -822,6 +827,21 @@ def summarize(cells, workloads, mode_names, header, report, elapsed, args, profi
             "rows": rows, "summary": summary, "tfalloc_report": report, "targets": goals}
 
 
+MEMORY_PER_BLOCK = 64
+MEMORY_MODES = ("tfalloc", "tfalloc-stacks")
+
+
+def memory_budget(r, rows):
+    """The memory target for one row: RSS above plain jemalloc's in the same run ("over", bytes)
+    against 64 bytes per block live at the peak plus the stack table ("budget"); None when a
+    figure is missing (a profile older than the peak count, a failed run)."""
+    je = [x for x in rows if x["workload"] == r["workload"] and x["mode"] == "jemalloc"]
+    if not je or not je[0].get("maxrss_kb") or not r.get("maxrss_kb") or not r.get("peak_blocks"):
+        return None
+    return {"over": (r["maxrss_kb"] - je[0]["maxrss_kb"]) * 1024,
+            "budget": MEMORY_PER_BLOCK * r["peak_blocks"] + (r.get("stack_table_bytes") or 0)}
+
+
 def targets(rows, summary, report):
     """The performance issue's targets against this run: [target, measured, "met"/"missed"]."""
     by_mode = {e["mode"]: e for e in summary}
@@ -862,6 +882,17 @@ def targets(rows, summary, report):
             got = e["churn_throughput_pct_of_jemalloc"]
             out.append([f"{mode}: churn keeps >= {pct}% of jemalloc's throughput", f"{got:.0f}%",
                         verdict(got >= pct)])
+    for mode in MEMORY_MODES:
+        judged = [(r["workload"], memory_budget(r, rows)) for r in rows if r["mode"] == mode]
+        judged = [(w, m) for w, m in judged if m is not None]
+        if judged:
+            over = [(w, m) for w, m in judged if m["over"] > m["budget"]]
+            out.append([f"{mode}: peak RSS <= jemalloc's + {MEMORY_PER_BLOCK} B a live block + stack table",
+                        f"{len(judged) - len(over)} of {len(judged)} within"
+                        + ("; over: " + ", ".join(f"{w} +{fmt_bytes(m['over'])} (budget "
+                                                   f"{fmt_bytes(m['budget'])})" for w, m in over)
+                           if over else ""),
+                        verdict(not over)])
     if report:
         worst = max(report[f]["median_s"] for f in ("json", "text"))
         out.append([f"tfalloc report on the densest profile ({report.get('mode')}) under 1 s",
@@ -965,26 +996,30 @@ def render(res):
                    f"--format json {rep['json']['median_s']:.3f} s, "
                    f"--format text {rep['text']['median_s']:.3f} s "
                    f"(median of {REPORT_REPS}; exit: {rep['json']['status']})")
-    je_rss = {r["workload"]: r["maxrss_kb"] for r in res["rows"]
-              if r["mode"] == "jemalloc" and r.get("maxrss_kb")}
+    def signed_bytes(d):
+        return "-" if d is None else ("-" if d < 0 else "") + fmt_bytes(abs(d))
 
-    def over_jemalloc(r):
-        if not r.get("maxrss_kb") or r["workload"] not in je_rss:
-            return "-"
-        d = (r["maxrss_kb"] - je_rss[r["workload"]]) * 1024
-        return ("-" if d < 0 else "") + fmt_bytes(abs(d))
-
-    trows = [[r["workload"], r["mode"], fmt_bytes(r["pointer_table_bytes"]),
-              fmt_bytes(r["stack_table_bytes"]) if r.get("stack_table_bytes") else "-",
-              fmt_bytes(r["maxrss_kb"] * 1024) if r.get("maxrss_kb") else "-", over_jemalloc(r)]
-             for r in res["rows"] if r.get("pointer_table_bytes")]
+    trows = []
+    for r in res["rows"]:
+        if not r.get("pointer_table_bytes"):
+            continue
+        m = memory_budget(r, res["rows"])
+        trows.append([r["workload"], r["mode"], fmt_bytes(r["pointer_table_bytes"]),
+                      fmt_bytes(r["stack_table_bytes"]) if r.get("stack_table_bytes") else "-",
+                      f"{r['peak_blocks']:,.0f}" if r.get("peak_blocks") else "-",
+                      fmt_bytes(r["maxrss_kb"] * 1024) if r.get("maxrss_kb") else "-",
+                      signed_bytes(m and m["over"]), signed_bytes(m and m["budget"]),
+                      "-" if m is None else ("within" if m["over"] <= m["budget"] else "over")])
     if trows:
         out.append("")
         out.append("the shim's tables at the end of the run (the largest process of the first run): "
-                   "pointer table, stack table (stacks, index, site figures), the run's RSS, and "
-                   "how much that is above plain jemalloc's")
-        out += table(["workload", "mode", "pointer table", "stack table", "RSS", "over jemalloc"], trows,
-                     [False, False, True, True, True, True])
+                   "pointer table, stack table (stacks, index, site figures), the most blocks one "
+                   "process had live at once, the run's RSS, how much that is above plain "
+                   "jemalloc's, and the memory target's budget for it: 64 bytes a live block "
+                   "plus the stack table")
+        out += table(["workload", "mode", "pointer table", "stack table", "peak blocks", "RSS",
+                      "over jemalloc", "budget", ""], trows,
+                     [False, False, True, True, True, True, True, True, False])
     if res.get("targets"):
         out.append("")
         out.append("the performance targets (issue 3) in this run:")

@@ -80,6 +80,8 @@ def case_leaks(ctx):
     if b["peak_bytes_in_use"] == 0:
         T.check_eq(d["peak_bytes_in_use"], 1048576, "tp_leaks: peak")
         T.check_eq(d["largest_alloc_size"], 1048576, "tp_leaks: largest_alloc_size")
+    if b["peak_blocks_in_use"] == 0:
+        T.check_eq(d["peak_blocks_in_use"], 44, "tp_leaks: peak_blocks_in_use (2 + 3 + 40 - 1 small ones)")
 
 
 def case_calloc_realloc(ctx):

@@ -35,7 +35,7 @@ import tfa_test as T  # noqa: E402
 
 SAMPLED = {"TFALLOC_TRACK": "sampled"}
 EXACT_KEYS = ("num_allocs", "num_frees", "num_reallocs", "total_bytes", "total_allocated_bytes",
-              "allocated_bytes_in_use", "largest_alloc_size")
+              "allocated_bytes_in_use", "largest_alloc_size", "peak_blocks_in_use")
 
 
 def weight(size, interval):

@@ -9,7 +9,8 @@
  *   40 blocks of 1..40 bytes, the odd ones freed   leaks 20 blocks, 420 bytes
  *
  * Leaks at exit: 2 x 102400 + 0 + 1000 + (2+4+...+40 = 420) = 206220 bytes
- * in 2 + 1 + 1 + 20 = 24 blocks.  Peak 1048576 bytes.  num_allocs 46,
+ * in 2 + 1 + 1 + 20 = 24 blocks.  Peak 1048576 bytes; at most 44 blocks
+ * live at once (2 + 1 + 1 + 40 when the small ones are made).  num_allocs 46,
  * num_frees 22.  With "exit-code N" it exits with status N after the same
  * work; with "baseline" it does nothing.
  */

@@ -357,6 +357,13 @@ def case_forward_compatible():
     devs = doc["processes"][0]["devices"]
     eq([devs[0][k] for k in pg.DEVICE_FIELDS], [1, 2] + [0] * 10, "fewer counts")
     eq([devs[1][k] for k in pg.DEVICE_FIELDS], list(range(100, 112)), "more counts")
+    # A figure added later is shown only by files that have it: a 0 would claim it.
+    eq("peak_blocks_in_use" in devs[0], False, "fewer counts: peak_blocks_in_use shown")
+    eq(devs[1].get("peak_blocks_in_use"), 112, "more counts: peak_blocks_in_use")
+    rc, out, err = tfalloc("report", path)
+    eq(rc, 0, "text status")
+    blocks = [l for l in out.split("\n") if "peak blocks:" in l]
+    eq(blocks, ["    peak blocks:     112 live at once"], "text: peak blocks of the device that has them")
 
 
 def corrupt_set():

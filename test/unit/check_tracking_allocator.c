@@ -106,6 +106,15 @@ expect_allocated(int64_t in_use, int64_t peak, int64_t total)
 	ck_assert_int_eq(st.total_allocated_bytes, total);
 }
 
+/* The most blocks live at once (exact with one thread), and those live now. */
+static void
+expect_blocks(int64_t peak)
+{
+	tfa_allocator_stats_t st = stats();
+
+	ck_assert_int_eq(st.peak_blocks_in_use, peak);
+}
+
 static void
 expect_sizes(uint64_t total, uint64_t high, uint64_t allocated)
 {
@@ -231,15 +240,18 @@ START_TEST(test_tracking_allocator_stats_requested_bytes)
 	ck_assert(a != NULL && b != NULL && c != NULL);
 	expect_stats(3, 0, 0, 350, 350, 200, 350);
 	expect_allocated(350, 350, 350);
+	expect_blocks(3);
 
 	ck_assert_int_eq(tfa_tracking_deallocate(&ta, b, TFA_KIND_MALLOC, NULL), TFA_FREE_OK);
 	expect_stats(3, 1, 0, 150, 350, 200, 350);
 	void *d = tfa_tracking_allocate(&ta, 0, 10, NULL);
 	ck_assert_ptr_nonnull(d);
 	expect_stats(4, 1, 0, 160, 350, 200, 360);
+	expect_blocks(3); /* one freed, one made: never 4 at once */
 	void *e = tfa_tracking_allocate(&ta, 0, 250, NULL);
 	ck_assert_ptr_nonnull(e);
 	expect_stats(5, 1, 0, 410, 410, 250, 610);
+	expect_blocks(4);
 	expect_allocated(410, 410, 610);
 	expect_sizes(610, 410, 410);
 
@@ -253,6 +265,7 @@ START_TEST(test_tracking_allocator_stats_requested_bytes)
 		                 TFA_FREE_OK);
 	expect_stats(5, 5, 0, 0, 410, 250, 610);
 	expect_allocated(0, 410, 610);
+	expect_blocks(4);
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
 	ck_assert_uint_eq(counts(&exact).live_blocks, 0);
 }
@@ -609,6 +622,7 @@ START_TEST(test_tracking_allocator_realloc)
 		ck_assert_uint_eq(q[k], (unsigned char)(k ^ 0x5a));
 	expect_stats(2, 1, 1, 300, 300, 300, 400);
 	expect_allocated(300, 300, 400);
+	expect_blocks(1); /* the old block and the new are never counted live together */
 	ck_assert(tfa_tracking_lookup(&ta, q, &info));
 	ck_assert_uint_eq(info.requested, 300);
 	ck_assert_uint_eq(info.id, 2);
@@ -624,6 +638,7 @@ START_TEST(test_tracking_allocator_realloc)
 		ck_assert_uint_eq(r[k], (unsigned char)(k ^ 0x5a));
 	expect_stats(3, 2, 2, 50, 300, 300, 450);
 	expect_allocated(50, 300, 450);
+	expect_blocks(1);
 	ck_assert_int_eq(tfa_allocator_allocation_id(base(), r), 3);
 
 	/* Through the ops table too. */
@@ -1014,10 +1029,13 @@ START_TEST(test_tracking_allocator_threads_cross_free)
 	if (_i == 0) {
 		ck_assert_int_eq(st.peak_bytes_in_use, per_batch * MT_THREADS);
 		ck_assert_int_eq(st.peak_allocated_bytes_in_use, per_batch * MT_THREADS);
+		ck_assert_int_eq(st.peak_blocks_in_use, MT_BATCH * MT_THREADS);
 	} else {
 		ck_assert_int_ge(st.peak_bytes_in_use, 0);
 		ck_assert_int_le(st.peak_bytes_in_use,
 		                 per_batch * MT_THREADS + MT_THREADS * TFA_PUBLISH_THRESHOLD);
+		ck_assert_int_ge(st.peak_blocks_in_use, 0);
+		ck_assert_int_le(st.peak_blocks_in_use, MT_BATCH * MT_THREADS + MT_THREADS * TFA_PUBLISH_BLOCKS);
 	}
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
 	tfa_test_counts_t c = counts(&exact);
