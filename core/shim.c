@@ -499,7 +499,8 @@ fast_count(tfa_stat_slot_t *s, int64_t bytes, int64_t allocated, bool single, bo
 			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
 		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
-		tfa_tracking_publish_blocks_single(ta, s);
+		if (grew)
+			tfa_tracking_raise_blocks_single(ta, s);
 		return;
 	}
 	s->pending_bytes += bytes;

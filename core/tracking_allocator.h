@@ -40,8 +40,12 @@
 
 #define TFA_MAX_BACKENDS       8
 #define TFA_PUBLISH_THRESHOLD  ((int64_t)64 << 10)
-/* The same for the count of live blocks: small blocks would take long to move 64 KiB. */
-#define TFA_PUBLISH_BLOCKS     ((int64_t)1024)
+/*
+ * The count of live blocks is published with the bytes: every block takes 8
+ * allocated bytes at least, so a thread's unpublished change is at most this
+ * many blocks (a check of its own cost 7% of a churn operation's instructions).
+ */
+#define TFA_PUBLISH_BLOCKS     (TFA_PUBLISH_THRESHOLD / 8)
 #define TFA_ID_BLOCK           1024
 
 typedef struct tfa_tracking_allocator_s {
@@ -266,23 +270,21 @@ tfa_tracking_publish_due(const tfa_stat_slot_t *s)
 {
 	return (uint64_t)(s->pending_bytes + TFA_PUBLISH_THRESHOLD) > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
 	       || (uint64_t)(s->pending_allocated + TFA_PUBLISH_THRESHOLD)
-			  > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD)
-	       || (uint64_t)(tfa_tracking_pending_blocks(s) + TFA_PUBLISH_BLOCKS)
-			  > (uint64_t)(2 * TFA_PUBLISH_BLOCKS);
+			  > (uint64_t)(2 * TFA_PUBLISH_THRESHOLD);
 }
 
 /*
- * The count of live blocks and its peak, published at once by the thread of a
- * single-threaded process (no atomic: the peak is exact).  [hot path]
+ * The peak count of live blocks, kept by the thread of a single-threaded
+ * process after a change that may have made a block: the live blocks are
+ * the published count and this slot's pending change, which is left pending
+ * (a free need not publish anything; with threads it goes with the bytes).
+ * No atomic: the peak is exact.  [hot path]
  */
 static TFA_ALWAYS_INLINE void
-tfa_tracking_publish_blocks_single(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s)
+tfa_tracking_raise_blocks_single(tfa_tracking_allocator_t *ta, const tfa_stat_slot_t *s)
 {
-	int64_t pending = tfa_tracking_pending_blocks(s);
-	int64_t blocks = __atomic_load_n(&ta->blocks_in_use, __ATOMIC_RELAXED) + pending;
+	int64_t blocks = __atomic_load_n(&ta->blocks_in_use, __ATOMIC_RELAXED) + tfa_tracking_pending_blocks(s);
 
-	s->published_blocks += pending;
-	__atomic_store_n(&ta->blocks_in_use, blocks, __ATOMIC_RELAXED);
 	if (blocks > __atomic_load_n(&ta->peak_blocks, __ATOMIC_RELAXED))
 		__atomic_store_n(&ta->peak_blocks, blocks, __ATOMIC_RELAXED);
 }
@@ -318,7 +320,8 @@ tfa_tracking_settle_after(tfa_tracking_allocator_t *ta, tfa_stat_slot_t *s, bool
 			__atomic_store_n(&ta->peak, now, __ATOMIC_RELAXED);
 		if (grew && anow > __atomic_load_n(&ta->allocated_peak, __ATOMIC_RELAXED))
 			__atomic_store_n(&ta->allocated_peak, anow, __ATOMIC_RELAXED);
-		tfa_tracking_publish_blocks_single(ta, s);
+		if (grew)
+			tfa_tracking_raise_blocks_single(ta, s);
 		return;
 	}
 	if (!own_slot || tfa_tracking_publish_due(s))
