@@ -223,9 +223,16 @@ class Mode:
         self.why = why  # why it is not available
 
 
+BUILD_DIR = None  # --build: the CMake build with the shim and the tool (default ROOT/build)
+
+
+def build_path(root, rel):
+    return os.path.join(BUILD_DIR or os.path.join(root, "build"), rel)
+
+
 def detect_modes(root):
-    shim = os.path.join(root, "build/lib/libtfalloc.so")
-    tool = os.path.join(root, "build/bin/tfalloc")
+    shim = build_path(root, "lib/libtfalloc.so")
+    tool = build_path(root, "bin/tfalloc")
     modes = {}
     for m in ("glibc", "jemalloc", "tfalloc", "tfalloc-glibc"):
         modes[m] = Mode(m)
@@ -286,7 +293,7 @@ HEAPTRACK_ARGS = []
 
 def mode_command(mode, argv, root, outdir):
     """(argv, env to set, stderr to /dev/null) for running argv under mode; profiles in outdir."""
-    shim = os.path.join(root, "build/lib/libtfalloc.so")
+    shim = build_path(root, "lib/libtfalloc.so")
     tfa = {"LD_PRELOAD": shim, "TFALLOC_QUIET": "1", "TFALLOC_OUTPUT": outdir}
     if mode == "glibc":
         return argv, {}, False
@@ -398,7 +405,7 @@ class Runner:
     def tables(self, outdir):
         """The largest pointer table and stack table of the profiles in outdir (bytes), and the
         most blocks any one process had live at once."""
-        tool = os.path.join(self.root, "build/bin/tfalloc")
+        tool = build_path(self.root, "bin/tfalloc")
         r = subprocess.run([tool, "report", "--format", "json", outdir], env=self.env,
                            capture_output=True, text=True)
         try:
@@ -586,10 +593,16 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--modes", default="")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--build", default=None,
+                    help="the build with lib/libtfalloc.so and bin/tfalloc (default ROOT/build)")
+    ap.add_argument("--bindir", default=None,
+                    help="the workloads' programs, inputs, scratch and results (default ROOT/build/bench)")
     args = ap.parse_args()
 
+    global BUILD_DIR
     root = os.path.abspath(args.root)
-    bindir = os.path.join(root, "build/bench")
+    BUILD_DIR = os.path.abspath(args.build) if args.build else None
+    bindir = os.path.abspath(args.bindir) if args.bindir else os.path.join(root, "build/bench")
     ctx = Context(root, bindir)
     workloads = make_workloads()
     if args.only:
@@ -737,7 +750,7 @@ NOT_COMPARABLE = {
 
 def time_report(runner, root, profile_dir, mode):
     """Median wall time of `tfalloc report` (json and text) on the trees profile of mode."""
-    tool = os.path.join(root, "build/bin/tfalloc")
+    tool = build_path(root, "bin/tfalloc")
     out = {"profile_bytes": dir_bytes(profile_dir), "mode": mode}
     for fmt in ("json", "text"):
         times = []
