@@ -87,12 +87,18 @@
  *   bits 24-25  kind: the CFA is %rsp + off, %rbp + off, the frame is the
  *               outermost (return address undefined), or unsupported
  *   bit  26     the caller's %rbp is saved at CFA + rbp_off
+ *   bit  27     the return address is not at CFA - 8 (fast_step leaves the frame to slow_step)
  *   bits 32-39  ra_off / 8  (signed)
  *   bits 40-47  rbp_off / 8 (signed)
  *   bits 48-63  cfa_off / 8 (signed: frames up to 256 KiB)
  */
 enum { KIND_RSP = 0, KIND_RBP = 1, KIND_LAST = 2, KIND_NONE = 3 };
 #define GEN_MASK ((uint64_t)0xffffff)
+#define RULE_CFA_RBP   ((uint64_t)KIND_RBP << 24)
+#define RULE_RBP_SAVED ((uint64_t)1 << 26)
+#define RULE_RA_OTHER  ((uint64_t)1 << 27)
+/* The bits fast_step wants equal to the generation alone: KIND_LAST and KIND_NONE have bit 25. */
+#define RULE_FAST_MASK (GEN_MASK | (uint64_t)1 << 25 | RULE_RA_OTHER)
 
 typedef struct slot_s {
 	uintptr_t key;
@@ -135,7 +141,7 @@ pack_rule(uint32_t gen, unsigned kind, bool rbp_saved, int64_t ra_off, int64_t r
 	if (kind != KIND_RSP && kind != KIND_RBP)
 		return gen | (uint64_t)kind << 24;
 	return gen | (uint64_t)kind << 24 | (uint64_t)rbp_saved << 26
-	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
+	       | (ra_off != -8 ? RULE_RA_OTHER : 0) | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
 	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << 40
 	       | (uint64_t)(uint16_t)(int16_t)(cfa_off / 8) << 48;
 }
@@ -735,67 +741,171 @@ refuse(void)
 	return -1;
 }
 
-/* Reads other functions' stack frames: not instrumented by ASan. */
+/* Where a walk is: the frame's return address, and the registers its caller gets back. */
+typedef struct walk_s {
+	uintptr_t pc, sp, bp;
+} walk_t;
+
+enum { STEP_ON, STEP_END, STEP_REFUSE };
+
+/*
+ * One step to the caller's frame by the rule of any kind, the new pc
+ * checked: every case fast_step does not take goes through here.
+ * [lo, stack_end - 8]: where a stack slot may be read.
+ */
+__attribute__((no_sanitize_address)) static TFA_NOINLINE int
+slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t *w)
+{
+	uint64_t rule = rule_of(table, w->pc, gen);
+	unsigned kind = rule_kind(rule);
+	if (kind == KIND_LAST)
+		return STEP_END;
+	if (kind == KIND_NONE)
+		return STEP_REFUSE;
+	uintptr_t cfa = (kind == KIND_RSP ? w->sp : w->bp) + (uintptr_t)rule_cfa_off(rule);
+	uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, 32);
+	/* The caller's frame lies above this one, on the stack, 8-aligned. */
+	if (cfa <= w->sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0)
+		return STEP_REFUSE;
+	if (rule & RULE_RBP_SAVED) {
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
+		if (bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0)
+			return STEP_REFUSE;
+		w->bp = *(const uintptr_t *)bp_at;
+	}
+	w->pc = *(const uintptr_t *)ra_at;
+	w->sp = cfa;
+	if (w->pc == 0)
+		return STEP_END; /* as libunwind: a zero return address ends the stack */
+	return w->pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
+}
+
+static TFA_ALWAYS_INLINE uintptr_t
+rotate_right_3(uintptr_t x)
+{
+	return x >> 3 | x << 61;
+}
+
+/*
+ * The step of nearly every frame: its rule in the first slot probed, of
+ * this generation, the CFA %rsp or %rbp plus an offset, the return address
+ * at CFA - 8.  false: the frame is slow_step's (nothing changed).  true:
+ * the caller's frame, its pc not checked yet.  The bounds: the return
+ * address and the saved %rbp lie in [lo, stack_end - 8], 8-aligned, with
+ * neg_lo8 = -(lo + 8) and span = (stack_end - 8 - lo) / 8, lo 8-aligned.
+ * The rule's offsets are multiples of 8, so the CFA's alignment is every
+ * slot's; rotated, an unaligned or out-of-range distance from lo is larger
+ * than span: one compare for both.  *sp is 8-aligned (a CFA checked here,
+ * or the walk's start), so cfa > *sp puts the return address at or above it.
+ */
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE bool
+fast_step(const slot_t *table, uint64_t gen, uintptr_t neg_lo8, uintptr_t span, uintptr_t *pc,
+	  uintptr_t *sp, uintptr_t *bp)
+{
+	const slot_t *s = &table[slot_of(*pc)];
+	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
+		return false;
+	uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
+	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen))
+		return false;
+	uintptr_t cfa = ((rule & RULE_CFA_RBP) ? *bp : *sp) + (uintptr_t)rule_cfa_off(rule);
+	if (tfa_unlikely(cfa <= *sp || rotate_right_3(cfa + neg_lo8) > span))
+		return false;
+	if (rule & RULE_RBP_SAVED) {
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
+		if (tfa_unlikely(rotate_right_3(bp_at + 8 + neg_lo8) > span))
+			return false;
+		*bp = *(const uintptr_t *)bp_at;
+	}
+	*pc = *(const uintptr_t *)(cfa - 8);
+	*sp = cfa;
+	return true;
+}
+
+/* slow_step on registers: the walk's state stays out of memory on the fast path. */
+static TFA_ALWAYS_INLINE int
+slow_step_regs(slot_t *table, uint64_t gen, uintptr_t lo, uintptr_t stack_end, uintptr_t *pc,
+	       uintptr_t *sp, uintptr_t *bp)
+{
+	walk_t w = { *pc, *sp, *bp };
+	int r = slow_step(table, (uint32_t)gen, lo, stack_end, &w);
+
+	*pc = w.pc;
+	*sp = w.sp;
+	*bp = w.bp;
+	return r;
+}
+
+/*
+ * Two loops: the first walks the capture's own frames to the anchor and
+ * drops `skip` more, the second stores every frame, with nothing but the
+ * step and the end of pcs to watch.
+ */
 __attribute__((no_sanitize_address)) TFA_NOINLINE int
 tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
 		unsigned limit, uintptr_t stack_end)
 {
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
-	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 	const uintptr_t lo = fp;
-	unsigned seen = 0, n = 0;
-	bool anchored = false;
+	unsigned seen = 0;
+	int r;
 
-	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16))
+	/* fp is 16-aligned by the ABI: never refused for it in practice. */
+	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16
+			 || (fp & 7) != 0))
 		return refuse();
-
+	const uintptr_t span = (stack_end - 8 - lo) >> 3, neg_lo8 = -(lo + 8);
 	const uintptr_t *record = (const uintptr_t *)fp;
-	uintptr_t pc = record[1], bp = record[0], sp = fp + 16;
+	uintptr_t pc = record[1], sp = fp + 16, bp = record[0];
 
-	for (;;) {
-		if (pc == 0)
-			break; /* as libunwind: a zero return address ends the stack */
-		if (tfa_unlikely(pc < TFA_PC_MIN))
-			return refuse();
-		/* The frames before the anchor are the capture's own; then `skip` more. */
-		if (tfa_unlikely(!anchored) && pc == anchor)
+	if (pc == 0)
+		return 0; /* as libunwind: a zero return address ends the stack */
+	if (tfa_unlikely(pc < TFA_PC_MIN))
+		return refuse();
+	/* The frames before the anchor are the capture's own; then `skip` more. */
+	for (bool anchored = false;;) {
+		if (!anchored && pc == anchor)
 			anchored = true;
-		if (tfa_likely(anchored)) {
-			if (skip == 0) {
-				pcs[n++] = pc;
-				if (n == max)
-					break;
-			} else {
-				skip--;
-			}
+		if (anchored) {
+			if (skip == 0)
+				break;
+			skip--;
 		} else if (seen >= search) {
 			return 0;
 		}
 		if (++seen == limit)
-			break;
-
-		uint64_t rule = rule_of(table, pc, gen);
-		unsigned kind = rule_kind(rule);
-		if (kind == KIND_LAST)
-			break;
-		if (tfa_unlikely(kind == KIND_NONE))
+			return 0;
+		if (fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp))
+			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
+		else
+			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+		if (r == STEP_END)
+			return 0;
+		if (tfa_unlikely(r == STEP_REFUSE))
 			return refuse();
-		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (uintptr_t)rule_cfa_off(rule);
-		uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, 32);
-		/* The caller's frame lies above this one, on the stack, 8-aligned. */
-		if (tfa_unlikely(cfa <= sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0))
-			return refuse();
-		if (rule & ((uint64_t)1 << 26)) {
-			uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
-			if (tfa_unlikely(bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0))
-				return refuse();
-			bp = *(const uintptr_t *)bp_at;
-		}
-		pc = *(const uintptr_t *)ra_at;
-		sp = cfa;
 	}
-	return anchored ? (int)n : 0;
+
+	uintptr_t *out = pcs;
+	uintptr_t *const out_end = pcs + TFA_MIN(max, limit - seen);
+	for (;;) {
+		*out++ = pc;
+		if (out == out_end)
+			break;
+		if (tfa_likely(fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp))) {
+			if (tfa_likely(pc >= TFA_PC_MIN))
+				continue;
+			r = pc == 0 ? STEP_END : STEP_REFUSE;
+		} else {
+			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+		}
+		if (r == STEP_END)
+			break;
+		if (tfa_unlikely(r == STEP_REFUSE))
+			return refuse();
+	}
+	return (int)(out - pcs);
 }
 
 /* ---- interface ---------------------------------------------------------------------------- */
