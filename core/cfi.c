@@ -676,10 +676,15 @@ compute_rule(uintptr_t pc, uint32_t gen, bool *cacheable)
 
 /* ---- the cache ---------------------------------------------------------------------------- */
 
+/*
+ * Fibonacci hashing of the low 32 bits: one multiplication by an immediate
+ * and no register for the constant in the walk's loop.  Code of different
+ * objects 4 GiB apart with the same low bits shares a probe sequence.
+ */
 static TFA_ALWAYS_INLINE uint32_t
 slot_of(uintptr_t pc)
 {
-	return (uint32_t)((pc * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - RULES_SLOTS_LOG2));
+	return ((uint32_t)pc * UINT32_C(0x9e3779b1)) >> (32 - RULES_SLOTS_LOG2);
 }
 
 /* The rule of return address ra, computed when the cache does not have it for gen. */
