@@ -751,7 +751,7 @@ typedef struct walk_s {
 	uintptr_t pc, sp, bp;
 } walk_t;
 
-enum { STEP_ON, STEP_END, STEP_REFUSE };
+enum { STEP_ON, STEP_END, STEP_REFUSE, STEP_SLOW };
 
 /*
  * One step to the caller's frame by the rule of any kind, the new pc
@@ -794,37 +794,44 @@ rotate_right_3(uintptr_t x)
 /*
  * The step of nearly every frame: its rule in the first slot probed, of
  * this generation, the CFA %rsp or %rbp plus an offset, the return address
- * at CFA - 8.  false: the frame is slow_step's (nothing changed).  true:
- * the caller's frame, its pc not checked yet.  The bounds: the return
- * address and the saved %rbp lie in [lo, stack_end - 8], 8-aligned, with
- * neg_lo8 = -(lo + 8) and span = (stack_end - 8 - lo) / 8, lo 8-aligned.
- * The rule's offsets are multiples of 8, so the CFA's alignment is every
- * slot's; rotated, an unaligned or out-of-range distance from lo is larger
- * than span: one compare for both.  *sp is 8-aligned (a CFA checked here,
- * or the walk's start), so cfa > *sp puts the return address at or above it.
+ * at CFA - 8.  STEP_SLOW: the frame is slow_step's (nothing changed).
+ * STEP_ON: the caller's frame, its pc not checked yet.  STEP_END: the
+ * outermost frame.
+ *
+ * The bounds: the return address and the saved %rbp lie in [lo, stack_end
+ * - 8], 8-aligned; neg_lo8 = -(lo + 8), span = (stack_end - 8 - lo) / 8,
+ * lo 8-aligned.  The rule's offsets are multiples of 8, so the CFA's
+ * alignment is every slot's; rotated, an unaligned or out-of-range distance
+ * from lo is larger than span: one compare for both.  *sp is 8-aligned (a
+ * CFA checked here, or the walk's start), so cfa > *sp puts the return
+ * address at or above it.
  */
-__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE bool
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
 fast_step(const slot_t *table, uint64_t gen, uintptr_t neg_lo8, uintptr_t span, uintptr_t *pc,
 	  uintptr_t *sp, uintptr_t *bp)
 {
 	const slot_t *s = &table[slot_of(*pc)];
 	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
-		return false;
+		return STEP_SLOW;
 	uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
-	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen))
-		return false;
+	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen)) {
+		/* The outermost frame ends every walk that gets to it: not worth slow_step's call. */
+		if ((rule & (GEN_MASK | (uint64_t)3 << 24)) == (gen | (uint64_t)KIND_LAST << 24))
+			return STEP_END;
+		return STEP_SLOW;
+	}
 	uintptr_t cfa = ((rule & RULE_CFA_RBP) ? *bp : *sp) + (uintptr_t)rule_cfa_off(rule);
 	if (tfa_unlikely(cfa <= *sp || rotate_right_3(cfa + neg_lo8) > span))
-		return false;
+		return STEP_SLOW;
 	if (rule & RULE_RBP_SAVED) {
 		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
 		if (tfa_unlikely(rotate_right_3(bp_at + 8 + neg_lo8) > span))
-			return false;
+			return STEP_SLOW;
 		*bp = *(const uintptr_t *)bp_at;
 	}
 	*pc = *(const uintptr_t *)(cfa - 8);
 	*sp = cfa;
-	return true;
+	return STEP_ON;
 }
 
 /* slow_step on registers: the walk's state stays out of memory on the fast path. */
@@ -882,9 +889,10 @@ tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max,
 		}
 		if (++seen == limit)
 			return 0;
-		if (fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp))
+		r = fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp);
+		if (r == STEP_ON)
 			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
-		else
+		else if (r == STEP_SLOW)
 			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
 		if (r == STEP_END)
 			return 0;
@@ -898,11 +906,12 @@ tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max,
 		*out++ = pc;
 		if (out == out_end)
 			break;
-		if (tfa_likely(fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp))) {
+		r = fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp);
+		if (tfa_likely(r == STEP_ON)) {
 			if (tfa_likely(pc >= TFA_PC_MIN))
 				continue;
 			r = pc == 0 ? STEP_END : STEP_REFUSE;
-		} else {
+		} else if (r == STEP_SLOW) {
 			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
 		}
 		if (r == STEP_END)
