@@ -182,10 +182,11 @@ static struct {
 
 /*
  * The frames of unw_backtrace's walk from the anchor on, after `skip`
- * (tfa_cfi_capture does the same as it walks).  The first entry is the
- * return address into unwind_capture, so the anchor is found at index 1 (2
- * when unwind_capture is split or its call is not inlined): what comes
- * before it is the capture's own.  libunwind up to 1.6 records return
+ * (tfa_cfi_capture does the same as it walks).  The first entries are
+ * return addresses into the capture's own functions (unwind_capture_slow,
+ * verify, and tfa_unwind_capture unless it tail-calls unwind_capture_slow),
+ * so the anchor is found at index 1 or 2: what comes before it is the
+ * capture's own.  libunwind up to 1.6 records return
  * addresses; later versions record return address - 1 for ordinary frames.
  * Recognising the anchor in that form too keeps one convention for every
  * mode.
@@ -217,30 +218,42 @@ from_anchor(void *const *frames, int got, uintptr_t anchor, uintptr_t *pcs, unsi
 static void verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip);
 
 /*
+ * libunwind's walk, when cfi.c refused (got < 0), or cfi.c's walk compared
+ * with it under verification.  Out of line: unwind_capture, inlined in
+ * tfa_unwind_capture, keeps its frame small and the walk one frame shorter.
+ */
+static TFA_NOINLINE unsigned
+unwind_capture_slow(int got, uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip,
+		    unsigned want)
+{
+	if (got >= 0) {
+		verify(pcs, (unsigned)got, anchor, max, skip);
+		return (unsigned)got;
+	}
+	void *frames[TFA_UNWIND_FRAMES_MAX];
+	got = libunwind.backtrace(frames, (int)want);
+	return from_anchor(frames, got, anchor, pcs, max, skip);
+}
+
+/*
  * The walk of core/cfi.c, or libunwind's where it refuses (a signal frame,
  * code without unwind tables, a stack of unknown bounds): never less than
  * libunwind alone would give.
  */
-static TFA_NOINLINE unsigned
+static TFA_ALWAYS_INLINE unsigned
 unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 {
-	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
 	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
 
-	if (backtrace == NULL)
+	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) == NULL)
 		return 0;
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
 	int got = tfa_cfi_capture(anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
 				  fp_stack_end((uintptr_t)__builtin_frame_address(0)));
-	if (tfa_likely(got >= 0)) {
-		if (tfa_unlikely(tfa_unwind_verify.on))
-			verify(pcs, (unsigned)got, anchor, max, skip);
+	if (tfa_likely(got >= 0) && tfa_likely(!tfa_unwind_verify.on))
 		return (unsigned)got;
-	}
-	void *frames[TFA_UNWIND_FRAMES_MAX];
-	got = backtrace(frames, (int)want);
-	return from_anchor(frames, got, anchor, pcs, max, skip);
+	return unwind_capture_slow(got, anchor, pcs, max, skip, want);
 }
 
 tfa_unwind_verify_t tfa_unwind_verify;
