@@ -26,10 +26,12 @@
  * tables in encodings other than the ones gcc and ld write, a read outside
  * the stack's known bounds, a frame whose CFA does not lie above the last.
  *
- * Where the walk starts: the frame record of tfa_cfi_capture itself (it
- * takes __builtin_frame_address, so it has one): [fp] is the caller's %rbp,
- * [fp + 8] the return address into the caller, fp + 16 the caller's %rsp.
- * From then on every pc is a return address, and its rule is the one at
+ * Where the walk starts: the frame record of tfa_cfi_capture's caller
+ * (which passes its __builtin_frame_address(0), so it has one): [fp] is
+ * its caller's %rbp, [fp + 8] the return address into its caller, fp + 16
+ * its caller's %rsp.  Not tfa_cfi_capture's own record: that would be one
+ * more step of every walk, always dropped before the anchor.  From then on
+ * every pc is a return address, and its rule is the one at
  * pc - 1, inside the call instruction (the call may be the last instruction
  * of its function: pc itself may belong to the next function's FDE).
  *
@@ -854,10 +856,10 @@ slow_step_regs(slot_t *table, uint64_t gen, uintptr_t lo, uintptr_t stack_end, u
  * step and the end of pcs to watch.
  */
 __attribute__((no_sanitize_address)) TFA_NOINLINE int
-tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
-		unsigned limit, uintptr_t stack_end)
+tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max,
+		unsigned skip, unsigned limit, uintptr_t stack_end)
 {
-	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	const uintptr_t fp = frame;
 	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
 	uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 	const uintptr_t lo = fp;

@@ -249,8 +249,9 @@ unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 		return 0;
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
-	int got = tfa_cfi_capture(anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
-				  fp_stack_end((uintptr_t)__builtin_frame_address(0)));
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	int got = tfa_cfi_capture(frame, anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
+				  fp_stack_end(frame));
 	if (tfa_likely(got >= 0) && tfa_likely(!tfa_unwind_verify.on))
 		return (unsigned)got;
 	return unwind_capture_slow(got, anchor, pcs, max, skip, want);
