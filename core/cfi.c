@@ -826,8 +826,13 @@ fast_step(const slot_t *table, uint64_t gen, uintptr_t neg_lo8, uintptr_t span, 
 	if (tfa_unlikely(cfa <= *sp || rotate_right_3(cfa + neg_lo8) > span))
 		return STEP_SLOW;
 	if (rule & RULE_RBP_SAVED) {
+		/*
+		 * Where a function saves %rbp: in its own frame, [*sp, cfa - 8),
+		 * which is known to lie on the stack, aligned.  Elsewhere (a
+		 * stronger test than slow_step's) slow_step looks.
+		 */
 		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
-		if (tfa_unlikely(rotate_right_3(bp_at + 8 + neg_lo8) > span))
+		if (tfa_unlikely(bp_at < *sp || bp_at >= cfa - 8))
 			return STEP_SLOW;
 		*bp = *(const uintptr_t *)bp_at;
 	}
