@@ -330,7 +330,8 @@ capture_stack(void)
 
 	/* libunwind may allocate (its first use on a thread): such calls are the shim's. */
 	tfa_guard_enter();
-	unsigned n = tfa_unwind_capture(stacks.mode, pcs, max, 0);
+	/* From the caller on: this frame would be dropped as the shim's. */
+	unsigned n = tfa_unwind_capture_above(stacks.mode, __builtin_frame_address(0), pcs, max, 0);
 	tfa_guard_exit();
 	unsigned skip = 0;
 	while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)

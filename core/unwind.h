@@ -106,6 +106,16 @@ int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
 unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip);
 
 /*
+ * tfa_unwind_capture from the caller's caller: pcs[0] is the return address
+ * into the function that called the caller.  `frame`: the caller's
+ * __builtin_frame_address(0) (a frame record: [frame + 8] is that return
+ * address).  The caller's own frame, which it would drop, is not walked:
+ * one step less.  [hot path] [never allocates in TFA_STACKS_FP]
+ */
+unsigned tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *pcs,
+				  unsigned max, unsigned skip);
+
+/*
  * Forgets what cfi.c and libunwind cached about code addresses: called by
  * the shim's dlclose (preload/dl_hooks.c), before and after the real one, so
  * that a library mapped later at the same addresses is unwound by its own
