@@ -89,7 +89,8 @@
  *   bits 24-25  kind: the CFA is %rsp + off, %rbp + off, the frame is the
  *               outermost (return address undefined), or unsupported
  *   bit  26     the caller's %rbp is saved at CFA + rbp_off
- *   bit  27     the return address is not at CFA - 8 (fast_step leaves the frame to slow_step)
+ *   bit  27     fast_step leaves the frame to slow_step: the return address is not at
+ *               CFA - 8, or the CFA is %rsp + an offset below 8 (not above the frame)
  *   bits 32-39  ra_off / 8  (signed)
  *   bits 40-47  rbp_off / 8 (signed)
  *   bits 48-63  cfa_off / 8 (signed: frames up to 256 KiB)
@@ -98,9 +99,9 @@ enum { KIND_RSP = 0, KIND_RBP = 1, KIND_LAST = 2, KIND_NONE = 3 };
 #define GEN_MASK ((uint64_t)0xffffff)
 #define RULE_CFA_RBP   ((uint64_t)KIND_RBP << 24)
 #define RULE_RBP_SAVED ((uint64_t)1 << 26)
-#define RULE_RA_OTHER  ((uint64_t)1 << 27)
+#define RULE_SLOW      ((uint64_t)1 << 27)
 /* The bits fast_step wants equal to the generation alone: KIND_LAST and KIND_NONE have bit 25. */
-#define RULE_FAST_MASK (GEN_MASK | (uint64_t)1 << 25 | RULE_RA_OTHER)
+#define RULE_FAST_MASK (GEN_MASK | (uint64_t)1 << 25 | RULE_SLOW)
 
 typedef struct slot_s {
 	uintptr_t key;
@@ -143,7 +144,8 @@ pack_rule(uint32_t gen, unsigned kind, bool rbp_saved, int64_t ra_off, int64_t r
 	if (kind != KIND_RSP && kind != KIND_RBP)
 		return gen | (uint64_t)kind << 24;
 	return gen | (uint64_t)kind << 24 | (uint64_t)rbp_saved << 26
-	       | (ra_off != -8 ? RULE_RA_OTHER : 0) | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
+	       | (ra_off != -8 || (kind == KIND_RSP && cfa_off < 8) ? RULE_SLOW : 0)
+	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
 	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << 40
 	       | (uint64_t)(uint16_t)(int16_t)(cfa_off / 8) << 48;
 }
@@ -787,12 +789,6 @@ slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t
 	return w->pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
 }
 
-static TFA_ALWAYS_INLINE uintptr_t
-rotate_right_3(uintptr_t x)
-{
-	return x >> 3 | x << 61;
-}
-
 /*
  * The step of nearly every frame: its rule in the first slot probed, of
  * this generation, the CFA %rsp or %rbp plus an offset, the return address
@@ -800,17 +796,17 @@ rotate_right_3(uintptr_t x)
  * STEP_ON: the caller's frame, its pc not checked yet.  STEP_END: the
  * outermost frame.
  *
- * The bounds: the return address and the saved %rbp lie in [lo, stack_end
- * - 8], 8-aligned; neg_lo8 = -(lo + 8), span = (stack_end - 8 - lo) / 8,
- * lo 8-aligned.  The rule's offsets are multiples of 8, so the CFA's
- * alignment is every slot's; rotated, an unaligned or out-of-range distance
- * from lo is larger than span: one compare for both.  *sp is 8-aligned (a
- * CFA checked here, or the walk's start), so cfa > *sp puts the return
- * address at or above it.
+ * The bounds: the return address and the saved %rbp lie in [*sp, stack_end
+ * - 8], 8-aligned.  *sp is 8-aligned (a CFA checked here, or the walk's
+ * start) and the rule's offsets are multiples of 8: a CFA of %rsp + an
+ * offset, which the rule says is 8 or more (RULE_SLOW), is aligned and
+ * above the frame without a test.  A saved %rbp is taken from the frame's
+ * own slots only, [*sp, cfa - 8) (slow_step takes it anywhere on the
+ * stack).
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
-fast_step(const slot_t *table, uint64_t gen, uintptr_t neg_lo8, uintptr_t span, uintptr_t *pc,
-	  uintptr_t *sp, uintptr_t *bp)
+fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc, uintptr_t *sp,
+	  uintptr_t *bp)
 {
 	const slot_t *s = &table[slot_of(*pc)];
 	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
@@ -822,15 +818,17 @@ fast_step(const slot_t *table, uint64_t gen, uintptr_t neg_lo8, uintptr_t span, 
 			return STEP_END;
 		return STEP_SLOW;
 	}
-	uintptr_t cfa = ((rule & RULE_CFA_RBP) ? *bp : *sp) + (uintptr_t)rule_cfa_off(rule);
-	if (tfa_unlikely(cfa <= *sp || rotate_right_3(cfa + neg_lo8) > span))
+	uintptr_t cfa;
+	if (rule & RULE_CFA_RBP) {
+		cfa = *bp + (uintptr_t)rule_cfa_off(rule);
+		if (tfa_unlikely(cfa <= *sp || (cfa & 7) != 0))
+			return STEP_SLOW;
+	} else {
+		cfa = *sp + (uintptr_t)rule_cfa_off(rule);
+	}
+	if (tfa_unlikely(cfa > stack_end))
 		return STEP_SLOW;
 	if (rule & RULE_RBP_SAVED) {
-		/*
-		 * Where a function saves %rbp: in its own frame, [*sp, cfa - 8),
-		 * which is known to lie on the stack, aligned.  Elsewhere (a
-		 * stronger test than slow_step's) slow_step looks.
-		 */
 		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
 		if (tfa_unlikely(bp_at < *sp || bp_at >= cfa - 8))
 			return STEP_SLOW;
@@ -875,7 +873,6 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16
 			 || (fp & 7) != 0))
 		return refuse();
-	const uintptr_t span = (stack_end - 8 - lo) >> 3, neg_lo8 = -(lo + 8);
 	const uintptr_t *record = (const uintptr_t *)fp;
 	uintptr_t pc = record[1], sp = fp + 16, bp = record[0];
 
@@ -896,7 +893,7 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		}
 		if (++seen == limit)
 			return 0;
-		r = fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp);
+		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
 		if (r == STEP_ON)
 			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
 		else if (r == STEP_SLOW)
@@ -913,7 +910,7 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		*out++ = pc;
 		if (out == out_end)
 			break;
-		r = fast_step(table, gen, neg_lo8, span, &pc, &sp, &bp);
+		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
 		if (tfa_likely(r == STEP_ON)) {
 			if (tfa_likely(pc >= TFA_PC_MIN))
 				continue;
