@@ -91,9 +91,10 @@
  *   bit  26     the caller's %rbp is saved at CFA + rbp_off
  *   bit  27     fast_step leaves the frame to slow_step: the return address is not at
  *               CFA - 8, or the CFA is %rsp + an offset below 8 (not above the frame)
- *   bits 32-39  ra_off / 8  (signed)
- *   bits 40-47  rbp_off / 8 (signed)
- *   bits 48-63  cfa_off / 8 (signed: frames up to 256 KiB)
+ *   bits 28-35  ra_off / 8  (signed)
+ *   bits 36-43  rbp_off / 8 (signed)
+ *   bits 44-63  cfa_off in bytes (signed; a multiple of 8, frames up to 256 KiB):
+ *               one arithmetic shift gives it to the walk
  */
 enum { KIND_RSP = 0, KIND_RBP = 1, KIND_LAST = 2, KIND_NONE = 3 };
 #define GEN_MASK ((uint64_t)0xffffff)
@@ -119,6 +120,10 @@ rule_kind(uint64_t r)
 	return (unsigned)(r >> 24) & 3;
 }
 
+#define RULE_RA_OFF  28
+#define RULE_RBP_OFF 36
+#define RULE_CFA_OFF 44
+
 static TFA_ALWAYS_INLINE int64_t
 rule_field(uint64_t r, unsigned shift)
 {
@@ -128,7 +133,7 @@ rule_field(uint64_t r, unsigned shift)
 static TFA_ALWAYS_INLINE int64_t
 rule_cfa_off(uint64_t r)
 {
-	return (int64_t)(int16_t)(uint16_t)(r >> 48) * 8;
+	return (int64_t)r >> RULE_CFA_OFF;
 }
 
 static uint64_t
@@ -145,9 +150,9 @@ pack_rule(uint32_t gen, unsigned kind, bool rbp_saved, int64_t ra_off, int64_t r
 		return gen | (uint64_t)kind << 24;
 	return gen | (uint64_t)kind << 24 | (uint64_t)rbp_saved << 26
 	       | (ra_off != -8 || (kind == KIND_RSP && cfa_off < 8) ? RULE_SLOW : 0)
-	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
-	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << 40
-	       | (uint64_t)(uint16_t)(int16_t)(cfa_off / 8) << 48;
+	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << RULE_RA_OFF
+	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << RULE_RBP_OFF
+	       | (uint64_t)cfa_off << RULE_CFA_OFF;
 }
 
 /* ---- reading the tables ------------------------------------------------------------------- */
@@ -772,12 +777,12 @@ slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t
 	if (kind == KIND_NONE)
 		return STEP_REFUSE;
 	uintptr_t cfa = (kind == KIND_RSP ? w->sp : w->bp) + (uintptr_t)rule_cfa_off(rule);
-	uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, 32);
+	uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, RULE_RA_OFF);
 	/* The caller's frame lies above this one, on the stack, 8-aligned. */
 	if (cfa <= w->sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0)
 		return STEP_REFUSE;
 	if (rule & RULE_RBP_SAVED) {
-		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, RULE_RBP_OFF);
 		if (bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0)
 			return STEP_REFUSE;
 		w->bp = *(const uintptr_t *)bp_at;
@@ -829,7 +834,7 @@ fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc,
 	if (tfa_unlikely(cfa > stack_end))
 		return STEP_SLOW;
 	if (rule & RULE_RBP_SAVED) {
-		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, RULE_RBP_OFF);
 		if (tfa_unlikely(bp_at < *sp || bp_at >= cfa - 8))
 			return STEP_SLOW;
 		*bp = *(const uintptr_t *)bp_at;
