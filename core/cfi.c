@@ -11,8 +11,8 @@
  * then kept in a cache keyed by the return address, so that a walk through
  * known code costs a hash probe and two loads per frame.  libunwind 1.6's
  * unw_backtrace does much the same once its per-thread trace cache knows
- * the frames, at about the same cost per frame (7 ns here, one chain of
- * dependent loads either way); what this walk saves is libunwind's fixed
+ * the frames (7 ns a frame here, this walk 4-5: one chain of dependent
+ * loads either way); what this walk saves besides is libunwind's fixed
  * cost per capture (its cursor: unw_getcontext, unw_init_local, the cache
  * by pthread_getspecific) and a copy of every frame: 21% of the
  * instructions of trees 14 with stacks (see unwind.h).
