@@ -844,8 +844,13 @@ fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc,
 	return STEP_ON;
 }
 
-/* slow_step on registers: the walk's state stays out of memory on the fast path. */
-static TFA_ALWAYS_INLINE int
+/*
+ * slow_step on registers: the walk's state stays out of memory on the fast
+ * path.  Not instrumented either: inlined in tfa_cfi_capture, whose frame
+ * ASan does not unpoison on return, the scope of w would leave its poison
+ * on the stack (GCC).
+ */
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
 slow_step_regs(slot_t *table, uint64_t gen, uintptr_t lo, uintptr_t stack_end, uintptr_t *pc,
 	       uintptr_t *sp, uintptr_t *bp)
 {
