@@ -11,8 +11,8 @@
  * then kept in a cache keyed by the return address, so that a walk through
  * known code costs a hash probe and two loads per frame.  libunwind 1.6's
  * unw_backtrace does much the same once its per-thread trace cache knows
- * the frames, at about the same cost per frame (7 ns here, one chain of
- * dependent loads either way); what this walk saves is libunwind's fixed
+ * the frames (7 ns a frame here, this walk 4-5: one chain of dependent
+ * loads either way); what this walk saves besides is libunwind's fixed
  * cost per capture (its cursor: unw_getcontext, unw_init_local, the cache
  * by pthread_getspecific) and a copy of every frame: 21% of the
  * instructions of trees 14 with stacks (see unwind.h).
@@ -26,10 +26,12 @@
  * tables in encodings other than the ones gcc and ld write, a read outside
  * the stack's known bounds, a frame whose CFA does not lie above the last.
  *
- * Where the walk starts: the frame record of tfa_cfi_capture itself (it
- * takes __builtin_frame_address, so it has one): [fp] is the caller's %rbp,
- * [fp + 8] the return address into the caller, fp + 16 the caller's %rsp.
- * From then on every pc is a return address, and its rule is the one at
+ * Where the walk starts: the frame record of tfa_cfi_capture's caller
+ * (which passes its __builtin_frame_address(0), so it has one): [fp] is
+ * its caller's %rbp, [fp + 8] the return address into its caller, fp + 16
+ * its caller's %rsp.  Not tfa_cfi_capture's own record: that would be one
+ * more step of every walk, always dropped before the anchor.  From then on
+ * every pc is a return address, and its rule is the one at
  * pc - 1, inside the call instruction (the call may be the last instruction
  * of its function: pc itself may belong to the next function's FDE).
  *
@@ -87,12 +89,20 @@
  *   bits 24-25  kind: the CFA is %rsp + off, %rbp + off, the frame is the
  *               outermost (return address undefined), or unsupported
  *   bit  26     the caller's %rbp is saved at CFA + rbp_off
- *   bits 32-39  ra_off / 8  (signed)
- *   bits 40-47  rbp_off / 8 (signed)
- *   bits 48-63  cfa_off / 8 (signed: frames up to 256 KiB)
+ *   bit  27     fast_step leaves the frame to slow_step: the return address is not at
+ *               CFA - 8, or the CFA is %rsp + an offset below 8 (not above the frame)
+ *   bits 28-35  ra_off / 8  (signed)
+ *   bits 36-43  rbp_off / 8 (signed)
+ *   bits 44-63  cfa_off in bytes (signed; a multiple of 8, frames up to 256 KiB):
+ *               one arithmetic shift gives it to the walk
  */
 enum { KIND_RSP = 0, KIND_RBP = 1, KIND_LAST = 2, KIND_NONE = 3 };
 #define GEN_MASK ((uint64_t)0xffffff)
+#define RULE_CFA_RBP   ((uint64_t)KIND_RBP << 24)
+#define RULE_RBP_SAVED ((uint64_t)1 << 26)
+#define RULE_SLOW      ((uint64_t)1 << 27)
+/* The bits fast_step wants equal to the generation alone: KIND_LAST and KIND_NONE have bit 25. */
+#define RULE_FAST_MASK (GEN_MASK | (uint64_t)1 << 25 | RULE_SLOW)
 
 typedef struct slot_s {
 	uintptr_t key;
@@ -110,6 +120,10 @@ rule_kind(uint64_t r)
 	return (unsigned)(r >> 24) & 3;
 }
 
+#define RULE_RA_OFF  28
+#define RULE_RBP_OFF 36
+#define RULE_CFA_OFF 44
+
 static TFA_ALWAYS_INLINE int64_t
 rule_field(uint64_t r, unsigned shift)
 {
@@ -119,7 +133,7 @@ rule_field(uint64_t r, unsigned shift)
 static TFA_ALWAYS_INLINE int64_t
 rule_cfa_off(uint64_t r)
 {
-	return (int64_t)(int16_t)(uint16_t)(r >> 48) * 8;
+	return (int64_t)r >> RULE_CFA_OFF;
 }
 
 static uint64_t
@@ -135,9 +149,10 @@ pack_rule(uint32_t gen, unsigned kind, bool rbp_saved, int64_t ra_off, int64_t r
 	if (kind != KIND_RSP && kind != KIND_RBP)
 		return gen | (uint64_t)kind << 24;
 	return gen | (uint64_t)kind << 24 | (uint64_t)rbp_saved << 26
-	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << 32
-	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << 40
-	       | (uint64_t)(uint16_t)(int16_t)(cfa_off / 8) << 48;
+	       | (ra_off != -8 || (kind == KIND_RSP && cfa_off < 8) ? RULE_SLOW : 0)
+	       | (uint64_t)(uint8_t)(int8_t)(ra_off / 8) << RULE_RA_OFF
+	       | (uint64_t)(uint8_t)(int8_t)(rbp_off / 8) << RULE_RBP_OFF
+	       | (uint64_t)cfa_off << RULE_CFA_OFF;
 }
 
 /* ---- reading the tables ------------------------------------------------------------------- */
@@ -670,10 +685,15 @@ compute_rule(uintptr_t pc, uint32_t gen, bool *cacheable)
 
 /* ---- the cache ---------------------------------------------------------------------------- */
 
+/*
+ * Fibonacci hashing of the low 32 bits: one multiplication by an immediate
+ * and no register for the constant in the walk's loop.  Code of different
+ * objects 4 GiB apart with the same low bits shares a probe sequence.
+ */
 static TFA_ALWAYS_INLINE uint32_t
 slot_of(uintptr_t pc)
 {
-	return (uint32_t)((pc * UINT64_C(0x9e3779b97f4a7c15)) >> (64 - RULES_SLOTS_LOG2));
+	return ((uint32_t)pc * UINT32_C(0x9e3779b1)) >> (32 - RULES_SLOTS_LOG2);
 }
 
 /* The rule of return address ra, computed when the cache does not have it for gen. */
@@ -735,67 +755,185 @@ refuse(void)
 	return -1;
 }
 
-/* Reads other functions' stack frames: not instrumented by ASan. */
-__attribute__((no_sanitize_address)) TFA_NOINLINE int
-tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
-		unsigned limit, uintptr_t stack_end)
+/* Where a walk is: the frame's return address, and the registers its caller gets back. */
+typedef struct walk_s {
+	uintptr_t pc, sp, bp;
+} walk_t;
+
+enum { STEP_ON, STEP_END, STEP_REFUSE, STEP_SLOW };
+
+/*
+ * One step to the caller's frame by the rule of any kind, the new pc
+ * checked: every case fast_step does not take goes through here.
+ * [lo, stack_end - 8]: where a stack slot may be read.
+ */
+__attribute__((no_sanitize_address)) static TFA_NOINLINE int
+slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t *w)
 {
-	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	uint64_t rule = rule_of(table, w->pc, gen);
+	unsigned kind = rule_kind(rule);
+	if (kind == KIND_LAST)
+		return STEP_END;
+	if (kind == KIND_NONE)
+		return STEP_REFUSE;
+	uintptr_t cfa = (kind == KIND_RSP ? w->sp : w->bp) + (uintptr_t)rule_cfa_off(rule);
+	uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, RULE_RA_OFF);
+	/* The caller's frame lies above this one, on the stack, 8-aligned. */
+	if (cfa <= w->sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0)
+		return STEP_REFUSE;
+	if (rule & RULE_RBP_SAVED) {
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, RULE_RBP_OFF);
+		if (bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0)
+			return STEP_REFUSE;
+		w->bp = *(const uintptr_t *)bp_at;
+	}
+	w->pc = *(const uintptr_t *)ra_at;
+	w->sp = cfa;
+	if (w->pc == 0)
+		return STEP_END; /* as libunwind: a zero return address ends the stack */
+	return w->pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
+}
+
+/*
+ * The step of nearly every frame: its rule in the first slot probed, of
+ * this generation, the CFA %rsp or %rbp plus an offset, the return address
+ * at CFA - 8.  STEP_SLOW: the frame is slow_step's (nothing changed).
+ * STEP_ON: the caller's frame, its pc not checked yet.  STEP_END: the
+ * outermost frame.
+ *
+ * The bounds: the return address and the saved %rbp lie in [*sp, stack_end
+ * - 8], 8-aligned.  *sp is 8-aligned (a CFA checked here, or the walk's
+ * start) and the rule's offsets are multiples of 8: a CFA of %rsp + an
+ * offset, which the rule says is 8 or more (RULE_SLOW), is aligned and
+ * above the frame without a test.  A saved %rbp is taken from the frame's
+ * own slots only, [*sp, cfa - 8) (slow_step takes it anywhere on the
+ * stack).
+ */
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
+fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc, uintptr_t *sp,
+	  uintptr_t *bp)
+{
+	const slot_t *s = &table[slot_of(*pc)];
+	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
+		return STEP_SLOW;
+	uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
+	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen)) {
+		/* The outermost frame ends every walk that gets to it: not worth slow_step's call. */
+		if ((rule & (GEN_MASK | (uint64_t)3 << 24)) == (gen | (uint64_t)KIND_LAST << 24))
+			return STEP_END;
+		return STEP_SLOW;
+	}
+	uintptr_t cfa;
+	if (rule & RULE_CFA_RBP) {
+		cfa = *bp + (uintptr_t)rule_cfa_off(rule);
+		if (tfa_unlikely(cfa <= *sp || (cfa & 7) != 0))
+			return STEP_SLOW;
+	} else {
+		cfa = *sp + (uintptr_t)rule_cfa_off(rule);
+	}
+	if (tfa_unlikely(cfa > stack_end))
+		return STEP_SLOW;
+	if (rule & RULE_RBP_SAVED) {
+		uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, RULE_RBP_OFF);
+		if (tfa_unlikely(bp_at < *sp || bp_at >= cfa - 8))
+			return STEP_SLOW;
+		*bp = *(const uintptr_t *)bp_at;
+	}
+	*pc = *(const uintptr_t *)(cfa - 8);
+	*sp = cfa;
+	return STEP_ON;
+}
+
+/*
+ * slow_step on registers: the walk's state stays out of memory on the fast
+ * path.  Not instrumented either: inlined in tfa_cfi_capture, whose frame
+ * ASan does not unpoison on return, the scope of w would leave its poison
+ * on the stack (GCC).
+ */
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
+slow_step_regs(slot_t *table, uint64_t gen, uintptr_t lo, uintptr_t stack_end, uintptr_t *pc,
+	       uintptr_t *sp, uintptr_t *bp)
+{
+	walk_t w = { *pc, *sp, *bp };
+	int r = slow_step(table, (uint32_t)gen, lo, stack_end, &w);
+
+	*pc = w.pc;
+	*sp = w.sp;
+	*bp = w.bp;
+	return r;
+}
+
+/*
+ * Two loops: the first walks the capture's own frames to the anchor and
+ * drops `skip` more, the second stores every frame, with nothing but the
+ * step and the end of pcs to watch.
+ */
+__attribute__((no_sanitize_address)) TFA_NOINLINE int
+tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max,
+		unsigned skip, unsigned limit, uintptr_t stack_end)
+{
+	const uintptr_t fp = frame;
 	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
-	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 	const uintptr_t lo = fp;
-	unsigned seen = 0, n = 0;
-	bool anchored = false;
+	unsigned seen = 0;
+	int r;
 
-	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16))
+	/* fp is 16-aligned by the ABI: never refused for it in practice. */
+	if (tfa_unlikely(table == NULL || max == 0 || limit == 0 || stack_end <= fp + 16
+			 || (fp & 7) != 0))
 		return refuse();
-
 	const uintptr_t *record = (const uintptr_t *)fp;
-	uintptr_t pc = record[1], bp = record[0], sp = fp + 16;
+	uintptr_t pc = record[1], sp = fp + 16, bp = record[0];
 
-	for (;;) {
-		if (pc == 0)
-			break; /* as libunwind: a zero return address ends the stack */
-		if (tfa_unlikely(pc < TFA_PC_MIN))
-			return refuse();
-		/* The frames before the anchor are the capture's own; then `skip` more. */
-		if (tfa_unlikely(!anchored) && pc == anchor)
+	if (pc == 0)
+		return 0; /* as libunwind: a zero return address ends the stack */
+	if (tfa_unlikely(pc < TFA_PC_MIN))
+		return refuse();
+	/* The frames before the anchor are the capture's own; then `skip` more. */
+	for (bool anchored = false;;) {
+		if (!anchored && pc == anchor)
 			anchored = true;
-		if (tfa_likely(anchored)) {
-			if (skip == 0) {
-				pcs[n++] = pc;
-				if (n == max)
-					break;
-			} else {
-				skip--;
-			}
+		if (anchored) {
+			if (skip == 0)
+				break;
+			skip--;
 		} else if (seen >= search) {
 			return 0;
 		}
 		if (++seen == limit)
-			break;
-
-		uint64_t rule = rule_of(table, pc, gen);
-		unsigned kind = rule_kind(rule);
-		if (kind == KIND_LAST)
-			break;
-		if (tfa_unlikely(kind == KIND_NONE))
+			return 0;
+		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
+		if (r == STEP_ON)
+			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
+		else if (r == STEP_SLOW)
+			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+		if (r == STEP_END)
+			return 0;
+		if (tfa_unlikely(r == STEP_REFUSE))
 			return refuse();
-		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (uintptr_t)rule_cfa_off(rule);
-		uintptr_t ra_at = cfa + (uintptr_t)rule_field(rule, 32);
-		/* The caller's frame lies above this one, on the stack, 8-aligned. */
-		if (tfa_unlikely(cfa <= sp || ra_at < lo || ra_at > stack_end - 8 || (ra_at & 7) != 0))
-			return refuse();
-		if (rule & ((uint64_t)1 << 26)) {
-			uintptr_t bp_at = cfa + (uintptr_t)rule_field(rule, 40);
-			if (tfa_unlikely(bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0))
-				return refuse();
-			bp = *(const uintptr_t *)bp_at;
-		}
-		pc = *(const uintptr_t *)ra_at;
-		sp = cfa;
 	}
-	return anchored ? (int)n : 0;
+
+	uintptr_t *out = pcs;
+	uintptr_t *const out_end = pcs + TFA_MIN(max, limit - seen);
+	for (;;) {
+		*out++ = pc;
+		if (out == out_end)
+			break;
+		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
+		if (tfa_likely(r == STEP_ON)) {
+			if (tfa_likely(pc >= TFA_PC_MIN))
+				continue;
+			r = pc == 0 ? STEP_END : STEP_REFUSE;
+		} else if (r == STEP_SLOW) {
+			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+		}
+		if (r == STEP_END)
+			break;
+		if (tfa_unlikely(r == STEP_REFUSE))
+			return refuse();
+	}
+	return (int)(out - pcs);
 }
 
 /* ---- interface ---------------------------------------------------------------------------- */

@@ -25,21 +25,22 @@
 int tfa_cfi_init(void);
 
 /*
- * Walks the stack from the return address into the calling function, the
- * way libunwind 1.6's unw_backtrace would list it (return addresses), and
- * stores in pcs[0..max) the frames from the first one equal to `anchor`
- * (looked for among the first `search` + 1, those before it are the
- * capture's own), after dropping `skip` more; walks at most `limit` frames
- * in all, those before the anchor and skipped ones included.  Returns how
- * many were stored (0 when the anchor is not there), or -1 when the stack
- * cannot be walked exactly here (nothing usable is in pcs then).
- * [stack_end - something, stack_end) must be mapped and hold the caller's
- * frames: every stack slot read lies between the walk's own frame and
- * stack_end.  [hot path] [async-signal-safe] [never allocates]
- * [preserves errno]
+ * Walks the stack from `frame`, the frame record of the calling function
+ * (its __builtin_frame_address(0): [frame] its caller's %rbp, [frame + 8]
+ * the return address into its caller, frame + 16 its caller's %rsp), the
+ * way libunwind 1.6's unw_backtrace would list it from there (return
+ * addresses), and stores in pcs[0..max) the frames from the first one equal
+ * to `anchor` (looked for among the first `search` + 1, those before it are
+ * the capture's own), after dropping `skip` more; walks at most `limit`
+ * frames in all, those before the anchor and skipped ones included.
+ * Returns how many were stored (0 when the anchor is not there), or -1 when
+ * the stack cannot be walked exactly here (nothing usable is in pcs then).
+ * [frame, stack_end) must be mapped and hold the caller's frames: every
+ * stack slot read lies between frame and stack_end.  [hot path]
+ * [async-signal-safe] [never allocates] [preserves errno]
  */
-int tfa_cfi_capture(uintptr_t anchor, unsigned search, uintptr_t *pcs, unsigned max, unsigned skip,
-		    unsigned limit, uintptr_t stack_end);
+int tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *pcs,
+		    unsigned max, unsigned skip, unsigned limit, uintptr_t stack_end);
 
 /*
  * Forgets every cached rule (lazily: a generation count): to call after a

@@ -226,6 +226,13 @@ tfa_modules_refresh(uint32_t stamp)
 	return true;
 }
 
+/*
+ * The range of the last covers that found one: a stack's next frame is
+ * mostly in the same module as the last.  Shared and racy, a hint only:
+ * checked against the view it is used with.
+ */
+static uint32_t covers_hint;
+
 bool
 tfa_modules_covers(uintptr_t addr)
 {
@@ -233,6 +240,11 @@ tfa_modules_covers(uintptr_t addr)
 
 	if (v == NULL)
 		return false;
+	/* The hint's range holds addr and is the last starting at or below it: the search's answer. */
+	uint32_t h = __atomic_load_n(&covers_hint, __ATOMIC_RELAXED);
+	if (h < v->count && v->ranges[h].start <= addr && addr < v->ranges[h].end
+	    && (h + 1 == v->count || v->ranges[h + 1].start > addr))
+		return true;
 	/* The last range starting at or below addr; ranges of unloaded modules may overlap newer ones. */
 	uint32_t lo = 0, hi = v->count;
 	while (lo < hi) {
@@ -243,8 +255,11 @@ tfa_modules_covers(uintptr_t addr)
 			hi = mid;
 	}
 	for (uint32_t i = lo; i-- > 0;) {
-		if (addr < v->ranges[i].end)
+		if (addr < v->ranges[i].end) {
+			if (i == lo - 1 && i != h)
+				__atomic_store_n(&covers_hint, i, __ATOMIC_RELAXED);
 			return true;
+		}
 		/* Ranges do not nest in practice; a few steps back cover overlaps. */
 		if (lo - i > 4)
 			break;

@@ -328,17 +328,21 @@ capture_stack(void)
 	uintptr_t pcs[TFA_UNWIND_FRAMES_MAX];
 	unsigned max = TFA_MIN(stacks.depth + 8u, (unsigned)TFA_UNWIND_FRAMES_MAX);
 
-	/* libunwind may allocate (its first use on a thread): such calls are the shim's. */
+	/*
+	 * libunwind may allocate (its first use on a thread): such calls are
+	 * the shim's.  One guard for the capture and the interning.
+	 */
 	tfa_guard_enter();
-	unsigned n = tfa_unwind_capture(stacks.mode, pcs, max, 0);
-	tfa_guard_exit();
+	/* From the caller on: this frame would be dropped as the shim's. */
+	unsigned n = tfa_unwind_capture_above(stacks.mode, __builtin_frame_address(0), pcs, max, 0);
 	unsigned skip = 0;
 	while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
 		skip++;
 	unsigned depth = TFA_MIN(n - skip, stacks.depth);
-	if (depth == 0)
+	if (depth == 0) {
+		tfa_guard_exit();
 		return 0;
-	tfa_guard_enter();
+	}
 	uint32_t id;
 	if (tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
 		id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);

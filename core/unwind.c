@@ -21,8 +21,9 @@
 extern void *__libc_stack_end;
 
 /*
- * Frames tfa_unwind_capture may put between its caller and the unwinder
- * (itself, a helper, unw_backtrace's own frame), dropped before `skip`.
+ * Frames a capture may put between the anchor and the unwinder (the
+ * capture's entry point, the caller of tfa_unwind_capture_above, a helper,
+ * unw_backtrace's own frame), dropped before `skip`.
  */
 #define INTERNAL_FRAMES_MAX 4
 
@@ -182,10 +183,11 @@ static struct {
 
 /*
  * The frames of unw_backtrace's walk from the anchor on, after `skip`
- * (tfa_cfi_capture does the same as it walks).  The first entry is the
- * return address into unwind_capture, so the anchor is found at index 1 (2
- * when unwind_capture is split or its call is not inlined): what comes
- * before it is the capture's own.  libunwind up to 1.6 records return
+ * (tfa_cfi_capture does the same as it walks).  The first entries are
+ * return addresses into the capture's own functions (unwind_capture_slow,
+ * verify, tfa_unwind_capture unless it tail-calls unwind_capture_slow, the
+ * caller of tfa_unwind_capture_above), so the anchor is found at index 1 to
+ * 3: what comes before it is the capture's own.  libunwind up to 1.6 records return
  * addresses; later versions record return address - 1 for ordinary frames.
  * Recognising the anchor in that form too keeps one convention for every
  * mode.
@@ -217,30 +219,42 @@ from_anchor(void *const *frames, int got, uintptr_t anchor, uintptr_t *pcs, unsi
 static void verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigned skip);
 
 /*
+ * libunwind's walk, when cfi.c refused (got < 0), or cfi.c's walk compared
+ * with it under verification.  Out of line: unwind_capture, inlined in
+ * tfa_unwind_capture, keeps its frame small and the walk one frame shorter.
+ */
+static TFA_NOINLINE unsigned
+unwind_capture_slow(int got, uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip,
+		    unsigned want)
+{
+	if (got >= 0) {
+		verify(pcs, (unsigned)got, anchor, max, skip);
+		return (unsigned)got;
+	}
+	void *frames[TFA_UNWIND_FRAMES_MAX];
+	got = libunwind.backtrace(frames, (int)want);
+	return from_anchor(frames, got, anchor, pcs, max, skip);
+}
+
+/*
  * The walk of core/cfi.c, or libunwind's where it refuses (a signal frame,
  * code without unwind tables, a stack of unknown bounds): never less than
  * libunwind alone would give.
  */
-static TFA_NOINLINE unsigned
-unwind_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
+static TFA_ALWAYS_INLINE unsigned
+unwind_capture(uintptr_t frame, uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 {
-	unw_backtrace_fn backtrace = __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE);
 	unsigned want = INTERNAL_FRAMES_MAX + skip + max;
 
-	if (backtrace == NULL)
+	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) == NULL)
 		return 0;
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
-	int got = tfa_cfi_capture(anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
-				  fp_stack_end((uintptr_t)__builtin_frame_address(0)));
-	if (tfa_likely(got >= 0)) {
-		if (tfa_unlikely(tfa_unwind_verify.on))
-			verify(pcs, (unsigned)got, anchor, max, skip);
+	int got = tfa_cfi_capture(frame, anchor, INTERNAL_FRAMES_MAX, pcs, max, skip, want,
+				  fp_stack_end(frame));
+	if (tfa_likely(got >= 0) && tfa_likely(!tfa_unwind_verify.on))
 		return (unsigned)got;
-	}
-	void *frames[TFA_UNWIND_FRAMES_MAX];
-	got = backtrace(frames, (int)want);
-	return from_anchor(frames, got, anchor, pcs, max, skip);
+	return unwind_capture_slow(got, anchor, pcs, max, skip, want);
 }
 
 tfa_unwind_verify_t tfa_unwind_verify;
@@ -341,12 +355,11 @@ tfa_unwind_init(tfa_stacks_mode_t mode)
 	return -EINVAL;
 }
 
-/* Never inlined: its return address is the anchor of both walks. */
-TFA_NOINLINE unsigned
-tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip)
+/* The capture whose first frame is the return address `anchor`, held by the frame record `frame`. */
+static TFA_ALWAYS_INLINE unsigned
+capture_from(tfa_stacks_mode_t mode, uintptr_t frame, uintptr_t anchor, uintptr_t *pcs,
+	     unsigned max, unsigned skip)
 {
-	uintptr_t anchor = (uintptr_t)__builtin_return_address(0);
-
 	if (pcs == NULL || max == 0)
 		return 0;
 	switch (mode) {
@@ -355,9 +368,25 @@ tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigne
 	case TFA_STACKS_FP:
 		return fp_capture(anchor, pcs, max, skip);
 	case TFA_STACKS_UNWIND:
-		return unwind_capture(anchor, pcs, max, skip);
+		return unwind_capture(frame, anchor, pcs, max, skip);
 	}
 	return 0;
+}
+
+/* Never inlined: its return address is the anchor of both walks. */
+TFA_NOINLINE unsigned
+tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip)
+{
+	return capture_from(mode, (uintptr_t)__builtin_frame_address(0),
+			    (uintptr_t)__builtin_return_address(0), pcs, max, skip);
+}
+
+/* Reads the caller's frame record: not instrumented by ASan. */
+__attribute__((no_sanitize_address)) TFA_NOINLINE unsigned
+tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *pcs, unsigned max,
+			 unsigned skip)
+{
+	return capture_from(mode, (uintptr_t)frame, ((const uintptr_t *)frame)[1], pcs, max, skip);
 }
 
 void

@@ -30,14 +30,16 @@
  *             (how to find the caller's %rsp, return address and %rbp) is
  *             worked out once per return address and cached for every
  *             thread; a cached frame costs a hash probe and the loads of its
- *             saved slots, about 60 instructions and 7 ns, one dependent
- *             chain per frame.  Measured in check_cfi's loop (min of 5 x
- *             20,000, the whole tfa_unwind_capture): 76-98 ns for 12 frames,
- *             150-183 ns for 22, where libunwind's unw_backtrace alone took
- *             85-125 and 153-200 (up to 550 in some runs).  In the shim,
- *             callgrind on trees 14 (TFALLOC_FLUSH_INTERVAL_MS=0): 9,716 ->
- *             7,648 million instructions in all (1,456 without stacks),
- *             the walk 51% of them; CPU time 15-20% less.
+ *             saved slots, about 30 instructions (40 when the frame saved
+ *             %rbp) and 4-5 ns, one dependent chain per frame.  Measured in
+ *             check_cfi's loop (min of 5 x 20,000, the whole
+ *             tfa_unwind_capture): 42-52 ns for 12 frames, 95-110 ns for 22,
+ *             where libunwind's unw_backtrace alone took 85-118 and 157-189
+ *             (up to 550 in some runs).  In the shim, callgrind on trees 14
+ *             (TFALLOC_FLUSH_INTERVAL_MS=0): 9,716 -> 7,648 million
+ *             instructions in all (1,456 without stacks), the walk 51% of
+ *             them; CPU time 15-20% less.  On trees 12, since: 1,469 ->
+ *             1,047 million (313 without stacks), the walk 38%.
  *             A frame seen for the first time goes through _dl_find_object
  *             (lock-free) and the FDE's instructions: a few microseconds,
  *             once per return address.  What cfi.c cannot walk exactly (a
@@ -104,6 +106,16 @@ int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
  * how many were stored.  [hot path] [never allocates in TFA_STACKS_FP]
  */
 unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip);
+
+/*
+ * tfa_unwind_capture from the caller's caller: pcs[0] is the return address
+ * into the function that called the caller.  `frame`: the caller's
+ * __builtin_frame_address(0) (a frame record: [frame + 8] is that return
+ * address).  The caller's own frame, which it would drop, is not walked:
+ * one step less.  [hot path] [never allocates in TFA_STACKS_FP]
+ */
+unsigned tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *pcs,
+				  unsigned max, unsigned skip);
 
 /*
  * Forgets what cfi.c and libunwind cached about code addresses: called by

@@ -64,9 +64,10 @@ frames_big(frames_leaf_fn leaf, void *arg)
 }
 
 /* Through libc: qsort calls back here, with its own frames in between. */
-static frames_leaf_fn qsort_leaf;
-static void *qsort_arg;
-static int qsort_calls;
+/* Per thread: check_cfi's threads case sorts on four threads at once. */
+static __thread frames_leaf_fn qsort_leaf;
+static __thread void *qsort_arg;
+static __thread int qsort_calls;
 
 static int
 by_value(const void *a, const void *b)
