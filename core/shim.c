@@ -333,8 +333,14 @@ capture_stack(void)
 	 * the shim's.  One guard for the capture and the interning.
 	 */
 	tfa_guard_enter();
-	/* From the caller on: this frame would be dropped as the shim's. */
-	unsigned n = tfa_unwind_capture_above(stacks.mode, __builtin_frame_address(0), pcs, max, 0);
+	/*
+	 * From the caller's caller on: both frames would be dropped as the
+	 * shim's.  The caller's frame record is found by the frame-pointer
+	 * chain: the shim is built with frame pointers (TFA_SHIM_FLAGS), as
+	 * TFALLOC_STACKS=fp needs too.
+	 */
+	unsigned n = tfa_unwind_capture_above(stacks.mode, *(void *const *)__builtin_frame_address(0), pcs,
+					      max, 0);
 	unsigned skip = 0;
 	while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
 		skip++;
