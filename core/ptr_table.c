@@ -12,8 +12,10 @@
 #include "core/arena.h"
 #include "core/thread.h"
 
-#define LG_CAP_INITIAL TFA_PTR_LG_CAP_INITIAL
-#define shard_of       tfa_ptr_shard_of
+#define CAP_STEP    TFA_PTR_CAP_STEP
+#define CAP_INITIAL TFA_PTR_CAP_INITIAL
+#define CAP_EXACT   TFA_PTR_CAP_EXACT
+#define shard_of    tfa_ptr_shard_of
 
 static bool
 is_live(uint64_t key)
@@ -186,12 +188,11 @@ tfa_ptr_hold_gated(tfa_ptr_held_t *h)
  * returned as not placed.  REQUIRES: a free slot.
  */
 static bool
-place(tfa_record_t *slots, uint32_t lg_cap, const tfa_record_t *rec)
+place(tfa_record_t *slots, uint64_t cap, const tfa_record_t *rec)
 {
-	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
+	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, cap);
 
-	for (; slots[i].ptr != 0; i = (i + 1) & mask)
+	for (; slots[i].ptr != 0; i = tfa_ptr_next(i, cap))
 		if (slots[i].ptr == rec->ptr)
 			return false;
 	slots[i] = *rec;
@@ -211,11 +212,11 @@ drop_stale(tfa_ptr_table_t *t, const tfa_record_t *rec)
  * which concurrent inserts can leave, has no such place: any will do).
  */
 static uint64_t
-run_start(const tfa_record_t *slots, uint64_t mask)
+run_start(const tfa_record_t *slots, uint64_t cap)
 {
-	for (uint64_t i = 0; i <= mask; i++)
+	for (uint64_t i = 0; i < cap; i++)
 		if (slots[i].ptr == 0)
-			return (i + 1) & mask;
+			return tfa_ptr_next(i, cap);
 	return 0;
 }
 
@@ -229,21 +230,19 @@ run_start(const tfa_record_t *slots, uint64_t mask)
 static uint64_t
 shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
-	uint64_t cap = (uint64_t)1 << s->lg_cap;
-	uint64_t mask = cap - 1;
-	uint64_t start = run_start(s->slots, mask);
+	uint64_t cap = s->cap;
+	uint64_t start = run_start(s->slots, cap);
 	uint64_t live = 0;
 
 	for (uint64_t i = 0; i < cap; i++)
 		if (!is_live(s->slots[i].ptr))
 			s->slots[i].ptr = 0; /* tombstones; busy slots of threads fork left behind */
-	for (uint64_t k = 0; k < cap; k++) {
-		uint64_t j = (start + k) & mask;
+	for (uint64_t k = 0, j = start; k < cap; k++, j = tfa_ptr_next(j, cap)) {
 		if (s->slots[j].ptr == 0)
 			continue;
 		tfa_record_t rec = s->slots[j];
 		s->slots[j].ptr = 0;
-		if (place(s->slots, s->lg_cap, &rec))
+		if (place(s->slots, cap, &rec))
 			live++;
 		else
 			drop_stale(t, &rec);
@@ -258,10 +257,9 @@ set_fast_limit(tfa_ptr_shard_t *s)
 	uint64_t limit = 0;
 
 	if (s->slots != NULL && !s->starved)
-		limit = ((uint64_t)3 << s->lg_cap) / 4; /* used below it: not TFA_PTR_OVERLOADED */
+		limit = s->cap * 3 / 4; /* used below it: not TFA_PTR_OVERLOADED */
 	__atomic_store_n(&s->fast_limit, limit, __ATOMIC_RELAXED);
-	s->mask = s->slots != NULL ? ((uint64_t)1 << s->lg_cap) - 1 : 0;
-	s->shift = s->slots != NULL ? 64 - s->lg_cap : 63;
+	s->home_range = s->slots != NULL ? tfa_ptr_home_range(s->cap) : 0;
 }
 
 static uint64_t
@@ -270,33 +268,56 @@ count_live(const tfa_ptr_shard_t *s)
 	uint64_t n = 0;
 
 	if (s->slots != NULL)
-		for (uint64_t i = 0; i < ((uint64_t)1 << s->lg_cap); i++)
+		for (uint64_t i = 0; i < s->cap; i++)
 			n += is_live(s->slots[i].ptr);
 	return n;
 }
 
 /*
- * Maps the shard, doubles it when more than 3/4 is live, or else purges its
- * tombstones in place.  REQUIRES: the shard's operations excluded.
+ * The capacity a shard of cap slots with `live` records grows to, or 0 when
+ * purging its tombstones makes enough room.  Twice the live records, in whole
+ * pages, makes the slots cost at most 64 bytes a record; a purge that leaves
+ * less than 1/8 of the shard to fill before the next rebuild would make
+ * rebuilds too frequent, and then the shard grows by a page: possible only
+ * below CAP_EXACT slots (a purge is chosen while live < cap / 2 + CAP_STEP / 2,
+ * which leaves 3/4 cap - live > cap / 4 - CAP_STEP / 2 >= cap / 8 to fill).
+ */
+static uint64_t
+grown_cap(uint64_t cap, uint64_t live)
+{
+	uint64_t want = live * 2 / CAP_STEP * CAP_STEP;
+
+	if (want > cap)
+		return want;
+	if ((live + cap / 8) * 4 <= cap * 3)
+		return 0;
+	return cap + CAP_STEP;
+}
+
+_Static_assert(CAP_EXACT / 4 - CAP_STEP / 2 >= CAP_EXACT / 8, "purges leave room from CAP_EXACT on");
+
+/*
+ * Maps the shard, grows it (grown_cap), or else purges its tombstones in
+ * place.  REQUIRES: the shard's operations excluded.
  * Returns 0 or -ENOMEM (the shard is then starved, and usable as it is).
  */
 static int
 shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
-	uint32_t new_lg = LG_CAP_INITIAL;
+	uint64_t new_cap = CAP_INITIAL;
 	uint64_t live = count_live(s);
 
 	if (s->slots != NULL) {
-		if ((live + 1) * 2 <= ((uint64_t)1 << s->lg_cap)) {
+		new_cap = grown_cap(s->cap, live);
+		if (new_cap == 0) {
 			live = shard_purge(t, s);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 			s->starved = false;
 			set_fast_limit(s);
 			return 0;
 		}
-		new_lg = s->lg_cap + 1;
 	}
-	tfa_record_t *fresh = tfa_arena_map(sizeof(tfa_record_t) << new_lg);
+	tfa_record_t *fresh = tfa_arena_map(sizeof(tfa_record_t) * new_cap);
 	if (fresh == NULL) {
 		if (s->slots == NULL)
 			return -ENOMEM;
@@ -309,21 +330,21 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	}
 	live = 0;
 	if (s->slots != NULL) {
-		uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-		uint64_t start = run_start(s->slots, mask);
-		for (uint64_t k = 0; k <= mask; k++) {
-			const tfa_record_t *rec = &s->slots[(start + k) & mask];
+		uint64_t cap = s->cap;
+		uint64_t start = run_start(s->slots, cap);
+		for (uint64_t k = 0, j = start; k < cap; k++, j = tfa_ptr_next(j, cap)) {
+			const tfa_record_t *rec = &s->slots[j];
 			if (!is_live(rec->ptr))
 				continue;
-			if (place(fresh, new_lg, rec))
+			if (place(fresh, new_cap, rec))
 				live++;
 			else
 				drop_stale(t, rec);
 		}
-		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
+		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * cap);
 	}
 	s->slots = fresh;
-	__atomic_store_n(&s->lg_cap, new_lg, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->cap, new_cap, __ATOMIC_RELAXED);
 	s->starved = false;
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 	set_fast_limit(s);
@@ -352,14 +373,14 @@ make_room(tfa_ptr_table_t *t, uintptr_t ptr, bool revoke)
 		r = shard_rebuild(t, s);
 		if (r == 0)
 			__atomic_store_n(&s->owner, owner_self(), __ATOMIC_RELAXED);
-	} else if (TFA_PTR_OVERLOADED(s->used, s->lg_cap)) { /* or another thread made room meanwhile */
+	} else if (TFA_PTR_OVERLOADED(s->used, s->cap)) { /* or another thread made room meanwhile */
 		r = shard_rebuild(t, s);
 	}
 	/* Another thread's shard (or its own, held without announcing: too deeply nested). */
 	if (revoke)
 		__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
 	/* A starved shard still takes records while it has tombstones or room. */
-	if (r < 0 && s->slots != NULL && s->used + 2 <= ((uint64_t)1 << s->lg_cap))
+	if (r < 0 && s->slots != NULL && s->used + 2 <= s->cap)
 		r = 0;
 	shard_admit(s);
 	return r;
@@ -418,9 +439,9 @@ shard_find(const tfa_ptr_shard_t *s, uintptr_t ptr, uint64_t key)
 
 	if (slots == NULL)
 		return -1;
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = tfa_ptr_home(ptr, s->lg_cap);
-	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+	uint64_t cap = s->cap;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->home_range);
+	for (uint64_t n = 0; n < cap; n++, i = tfa_ptr_next(i, cap)) {
 		uint64_t k = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (k == key)
 			return (int64_t)i;
@@ -474,7 +495,7 @@ tfa_ptr_table_count(tfa_ptr_table_t *t)
 
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
 		tfa_ptr_shard_t *s = &t->shards[k];
-		if (__atomic_load_n(&s->lg_cap, __ATOMIC_RELAXED) == 0)
+		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
 		if (!shard_exclude(s))
 			continue;
@@ -490,12 +511,12 @@ tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
 		tfa_ptr_shard_t *s = &t->shards[k];
-		if (__atomic_load_n(&s->lg_cap, __ATOMIC_RELAXED) == 0)
+		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
 		if (!shard_exclude(s))
 			continue;
 		if (s->slots != NULL) {
-			size_t cap = (size_t)1 << s->lg_cap;
+			size_t cap = s->cap;
 			for (size_t i = 0; i < cap; i++)
 				if (is_live(s->slots[i].ptr))
 					fn(arg, &s->slots[i]);
@@ -518,9 +539,7 @@ tfa_ptr_table_bytes(const tfa_ptr_table_t *t)
 	uint64_t n = 0;
 
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
-		uint32_t lg = __atomic_load_n(&t->shards[k].lg_cap, __ATOMIC_RELAXED);
-		if (lg != 0)
-			n += (uint64_t)sizeof(tfa_record_t) << lg;
+		n += sizeof(tfa_record_t) * __atomic_load_n(&t->shards[k].cap, __ATOMIC_RELAXED);
 	}
 	return n;
 }
@@ -533,10 +552,10 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		if (!shard_exclude(s))
 			continue;
 		if (s->slots != NULL)
-			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) << s->lg_cap);
+			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * s->cap);
 		s->slots = NULL;
 		__atomic_store_n(&s->owner, NULL, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->lg_cap, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->cap, 0, __ATOMIC_RELAXED);
 		s->starved = false;
 		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
 		set_fast_limit(s);

@@ -206,6 +206,78 @@ START_TEST(test_ptr_table_million_pointers)
 END_TEST
 
 /*
+ * The memory target: 64 bytes of table per live block.  Pages are the unit of
+ * a shard's mapping, so a shard of a few records costs more: each shard used
+ * may take up to 16 KiB beyond 64 bytes per block.  On a heap of blocks 16
+ * bytes apart (32 shards) the table must keep to that at every size from 1 to
+ * a million blocks, right after every growth included; then, with tombstones
+ * (frees before a neighbour's record stay tombstones) and live blocks rising
+ * and falling, at every moment the table grows.
+ */
+#define BPB_N     1000000u
+#define BPB_BASE  ((uintptr_t)0x7e0000000000)
+#define BPB_SLACK ((uint64_t)16 << 10)
+
+static uint64_t
+bpb_shards(const uint8_t *seen)
+{
+	uint64_t n = 0;
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
+		n += seen[k];
+	return n;
+}
+
+START_TEST(test_ptr_table_bytes_per_block)
+{
+	static uint8_t seen[TFA_PTR_SHARDS];
+	static uint8_t live_at[BPB_N];
+	uint64_t base = tfa_arena_mapped_bytes(), shards = 0, worst = 0;
+
+	for (uint64_t n = 1; n <= BPB_N; n++) {
+		uintptr_t p = BPB_BASE + n * 16;
+		insert_ok(p, n, n);
+		live_at[n - 1] = 1;
+		size_t k = (size_t)(tfa_ptr_shard_of(&table, p) - table.shards);
+		if (!seen[k]) {
+			seen[k] = 1;
+			shards++;
+		}
+		uint64_t bytes = tfa_arena_mapped_bytes() - base;
+		if (bytes > 64 * n + BPB_SLACK * shards)
+			ck_abort_msg("%llu bytes for %llu blocks in %llu shards", (unsigned long long)bytes,
+				     (unsigned long long)n, (unsigned long long)shards);
+		if (n >= 100000 && bytes * 1000 / n > worst)
+			worst = bytes * 1000 / n;
+	}
+	ck_assert_uint_eq(tfa_ptr_table_bytes(&table), tfa_arena_mapped_bytes() - base);
+	ck_assert_uint_le(worst, 64000);
+
+	/* Random frees and allocations in the same blocks, the live count a slow wave. */
+	uint64_t live = BPB_N, last = tfa_arena_mapped_bytes() - base;
+	for (uint64_t step = 0; step < 4 * BPB_N; step++) {
+		bool grow_phase = (step / 400000) % 2 == 1;
+		uint64_t i = rng() % BPB_N;
+		uintptr_t p = BPB_BASE + (i + 1) * 16;
+		if (live_at[i] && (!grow_phase || rng() % 4 == 0)) {
+			ck_assert(tfa_ptr_table_remove(&table, p, NULL));
+			live_at[i] = 0;
+			live--;
+		} else if (!live_at[i]) {
+			insert_ok(p, i, i);
+			live_at[i] = 1;
+			live++;
+		}
+		uint64_t bytes = tfa_arena_mapped_bytes() - base;
+		if (bytes > last && bytes > 64 * live + BPB_SLACK * bpb_shards(seen))
+			ck_abort_msg("grew to %llu bytes for %llu live blocks", (unsigned long long)bytes,
+				     (unsigned long long)live);
+		last = bytes;
+	}
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), live);
+}
+END_TEST
+
+/*
  * Backward-shift deletion: remove entries one at a time in random order and
  * check after every removal that all the others are still found.
  * Adjacent addresses of one region make long probe runs across shard slots.
@@ -657,11 +729,11 @@ START_TEST(test_ptr_table_stale_dropped_by_rebuild)
 	insert_ok(0x7c0000000000 + 4096, 9, 9); /* maps the shard */
 	/* Put a's record beyond a tombstone on its own probe path, as an unseen free would. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7c0000000000);
-	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_home(0x7c0000000000, sh->lg_cap);
+	uint64_t home = tfa_ptr_home(0x7c0000000000, sh->cap);
+	uint64_t next = tfa_ptr_next(home, sh->cap);
 	ck_assert_uint_eq(sh->slots[home].ptr, 0);
 	sh->slots[home].ptr = 0x1001; /* a tombstone */
-	sh->slots[(home + 1) & mask] = a;
+	sh->slots[next] = a;
 	sh->used += 2;
 	/* The insert takes the tombstone: b shadows a. */
 	h = tfa_ptr_table_hold(&table, b.ptr);
@@ -699,10 +771,10 @@ START_TEST(test_ptr_table_tombstone_tells_double_free)
 	insert_ok(0x7b0000000000 + 16, 2, 2);
 	/* Force the tombstone path: a neighbour after it in the probe run. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7b0000000000);
-	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_home(0x7b0000000000, sh->lg_cap);
-	if (sh->slots[(home + 1) & mask].ptr == 0) {
-		sh->slots[(home + 1) & mask] = make_rec(0x7b0000000000 + 4096, 3, 3);
+	uint64_t home = tfa_ptr_home(0x7b0000000000, sh->cap);
+	uint64_t next = tfa_ptr_next(home, sh->cap);
+	if (sh->slots[next].ptr == 0) {
+		sh->slots[next] = make_rec(0x7b0000000000 + 4096, 3, 3);
 		sh->used++;
 	}
 	ck_assert(tfa_ptr_table_remove(&table, 0x7b0000000000, NULL));
@@ -948,6 +1020,7 @@ ptr_table_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_ptr_table_million_pointers);
+	tcase_add_test(tc, test_ptr_table_bytes_per_block);
 	tcase_add_loop_test(tc, test_ptr_table_backward_shift, 0, 2);
 	tcase_add_test(tc, test_ptr_table_churn);
 	tcase_add_test(tc, test_ptr_table_threads);
