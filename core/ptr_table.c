@@ -183,20 +183,20 @@ tfa_ptr_hold_gated(tfa_ptr_held_t *h)
 /* ---- rebuild ------------------------------------------------------------------------------ */
 
 /*
- * Places rec by linear probing.  A record for the same pointer already placed
- * is the live one (it came earlier in probe order): rec is stale and is
- * returned as not placed.  REQUIRES: a free slot.
+ * The slot for a record of key by linear probing from its home (home_range:
+ * tfa_ptr_home_range of cap), or -1 when a record of the same key lies on
+ * the way: that one is the live one (it came earlier in probe order), the
+ * record being placed is stale.  REQUIRES: a free slot.
  */
-static bool
-place(tfa_record_t *slots, uint64_t cap, const tfa_record_t *rec)
+static TFA_ALWAYS_INLINE int64_t
+place_at(const tfa_record_t *slots, uint64_t cap, uint64_t home_range, uint64_t key)
 {
-	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, cap);
+	uint64_t i = tfa_ptr_home_fast((uintptr_t)key, home_range);
 
 	for (; slots[i].ptr != 0; i = tfa_ptr_next(i, cap))
-		if (slots[i].ptr == rec->ptr)
-			return false;
-	slots[i] = *rec;
-	return true;
+		if (slots[i].ptr == key)
+			return -1;
+	return (int64_t)i;
 }
 
 static void
@@ -221,31 +221,56 @@ run_start(const tfa_record_t *slots, uint64_t cap)
 }
 
 /*
- * Drops a shard's tombstones in place: no new mapping, so no munmap whose TLB
- * shootdown would interrupt every other core (under churn, tombstones fill a
- * shard every few hundred frees).  Each record, in probe order, is taken out
- * and put back from its home slot, as linear probing would place it.
- * Returns the live records.
+ * Empties the slots of tombstones (and busy slots of threads fork left
+ * behind); returns the live records.  Before a growth as well as a purge:
+ * the count decides between them, and one pass is cheaper than two.
  */
 static uint64_t
-shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
+clear_dead(tfa_record_t *slots, uint64_t cap)
 {
-	uint64_t cap = s->cap;
-	uint64_t start = run_start(s->slots, cap);
 	uint64_t live = 0;
 
-	for (uint64_t i = 0; i < cap; i++)
-		if (!is_live(s->slots[i].ptr))
-			s->slots[i].ptr = 0; /* tombstones; busy slots of threads fork left behind */
-	for (uint64_t k = 0, j = start; k < cap; k++, j = tfa_ptr_next(j, cap)) {
-		if (s->slots[j].ptr == 0)
-			continue;
-		tfa_record_t rec = s->slots[j];
-		s->slots[j].ptr = 0;
-		if (place(s->slots, cap, &rec))
+	for (uint64_t i = 0; i < cap; i++) {
+		uint64_t key = slots[i].ptr;
+		if (is_live(key))
 			live++;
-		else
+		else if (key != 0)
+			slots[i].ptr = 0;
+	}
+	return live;
+}
+
+/*
+ * Drops a shard's tombstones in place: no new mapping, so no munmap whose TLB
+ * shootdown would interrupt every other core (under churn, tombstones fill a
+ * shard every few hundred frees).  Each record, in probe order from start (a
+ * run_start taken before clear_dead), is taken out and put back from its home
+ * slot, as linear probing would place it: most stay where they are.  Returns
+ * the live records.
+ */
+static uint64_t
+shard_purge(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t start)
+{
+	tfa_record_t *slots = s->slots;
+	uint64_t cap = s->cap, range = tfa_ptr_home_range(cap);
+	uint64_t live = 0;
+
+	for (uint64_t k = 0, j = start; k < cap; k++, j = tfa_ptr_next(j, cap)) {
+		uint64_t key = slots[j].ptr;
+		if (key == 0)
+			continue;
+		slots[j].ptr = 0;
+		int64_t i = place_at(slots, cap, range, key);
+		if (i < 0) {
+			tfa_record_t rec = slots[j];
+			rec.ptr = key;
 			drop_stale(t, &rec);
+			continue;
+		}
+		live++;
+		if ((uint64_t)i != j)
+			slots[i] = slots[j]; /* its key stays 0 until the record is whole */
+		slots[i].ptr = key;
 	}
 	return live;
 }
@@ -304,13 +329,14 @@ _Static_assert(CAP_EXACT / 4 - CAP_STEP / 2 >= CAP_EXACT / 8, "purges leave room
 static int
 shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
-	uint64_t new_cap = CAP_INITIAL;
-	uint64_t live = count_live(s);
+	uint64_t new_cap = CAP_INITIAL, live = 0, start = 0;
 
 	if (s->slots != NULL) {
+		start = run_start(s->slots, s->cap);
+		live = clear_dead(s->slots, s->cap);
 		new_cap = grown_cap(s->cap, live);
 		if (new_cap == 0) {
-			live = shard_purge(t, s);
+			live = shard_purge(t, s, start);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 			s->starved = false;
 			set_fast_limit(s);
@@ -322,7 +348,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 		if (s->slots == NULL)
 			return -ENOMEM;
 		/* Without memory the slots left still serve; tombstones go. */
-		live = shard_purge(t, s);
+		live = shard_purge(t, s, start);
 		__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
 		s->starved = true;
 		set_fast_limit(s);
@@ -330,16 +356,18 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	}
 	live = 0;
 	if (s->slots != NULL) {
-		uint64_t cap = s->cap;
-		uint64_t start = run_start(s->slots, cap);
+		uint64_t cap = s->cap, range = tfa_ptr_home_range(new_cap);
 		for (uint64_t k = 0, j = start; k < cap; k++, j = tfa_ptr_next(j, cap)) {
 			const tfa_record_t *rec = &s->slots[j];
-			if (!is_live(rec->ptr))
+			if (rec->ptr == 0)
 				continue;
-			if (place(fresh, new_cap, rec))
+			int64_t i = place_at(fresh, new_cap, range, rec->ptr);
+			if (i >= 0) {
+				fresh[i] = *rec;
 				live++;
-			else
+			} else {
 				drop_stale(t, rec);
+			}
 		}
 		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * cap);
 	}
