@@ -144,6 +144,11 @@ typedef struct tfa_ptr_table_s {
 	tfa_ptr_shard_t shards[TFA_PTR_SHARDS];
 	void (*stale_fn)(void *arg, const tfa_record_t *rec);
 	void *stale_arg;
+	/* The shards past TFA_PTR_CAP_INITIAL slots, one bit each: those a sweep may shrink. */
+	uint64_t grown[TFA_PTR_SHARDS / 64];
+	uint64_t slot_bytes;      /* mapped for the shards' slots now */
+	uint64_t slot_bytes_peak; /* the most at once, between rebuilds */
+	uint64_t used_peak;       /* the most slots used in grown shards that a sweep saw */
 } tfa_ptr_table_t;
 
 /* How an operation holds its shard. */
@@ -204,11 +209,25 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * multiply-high (tfa_ptr_home) and probes wrap by a compare, as many
  * instructions as the shift and masks they replace.  Growing by 1.5 instead
  * of 2 rebuilds more often, and the fuller shards make longer probes
- * (callgrind: trees 14 +0.4% instructions, churn -0.7%, the python3 workload
- * +1.9%).  Shards of less than TFA_PTR_CAP_EXACT slots may grow by one page
- * past 64 bytes a block: with the page as the unit, a purge there would leave
- * too little room.
+ * (callgrind: trees 14 +0.2% instructions, churn -0.8%; the python3 workload
+ * +1.6%, 0.9 points of it in rebuilds).  Shards of less than
+ * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
+ * the page as the unit, a purge there would leave too little room.
+ *
+ * A shard never shrinks by itself (no operation counts its live records),
+ * but a heap moves: the blocks of one 512 KiB region die and others are born
+ * elsewhere, and the sum of every shard's own peak passes the process's peak
+ * (python3's workload: 1.25 times, 64 to 80 bytes per block at its peak).
+ * So before a shard grows or purges, while the table holds more than 56
+ * bytes per slot used at the most it saw, a sweep shrinks other shards whose
+ * live records fell below 1/4 of them (TFA_PTR_SHRINKABLE) to twice those
+ * (python3's workload: 57 to 59 bytes per block at the table's peak, for
+ * about 0.7% more instructions: the shards shrunk grow back).  Only the
+ * count of slots used (live and tombstones) says which to look at: a shard
+ * emptied by other threads' frees keeps its tombstones, and its size, until
+ * an insert of its own purges it.
  */
+#define TFA_PTR_SHRINKABLE(live, cap) ((cap) > TFA_PTR_CAP_INITIAL && (live) * 4 < (cap))
 #define TFA_PTR_OVERLOADED(used, cap) (((used) + 1) * 4 > (cap) * 3)
 #define TFA_PTR_CAP_STEP    ((uint64_t)128) /* 32-byte slots: one 4 KiB page */
 #define TFA_PTR_CAP_INITIAL TFA_PTR_CAP_STEP
@@ -698,6 +717,13 @@ bool tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr);
 
 /* Bytes mapped for the shards' slots (a walk of the shards, without locks: for reports). */
 uint64_t tfa_ptr_table_bytes(const tfa_ptr_table_t *t);
+
+/*
+ * The most bytes mapped for the shards' slots at once (a rebuild's old and
+ * new slots, together for a moment, count once): with shrinking shards, the
+ * figure to compare with the most blocks live at once.
+ */
+uint64_t tfa_ptr_table_peak_bytes(const tfa_ptr_table_t *t);
 
 /* Live records in the table (a walk: for reports and tests). */
 uint64_t tfa_ptr_table_count(tfa_ptr_table_t *t);

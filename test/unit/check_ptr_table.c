@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * core/ptr_table.h: insert, lookup, remove, growth to a million entries,
+ * core/ptr_table.h: insert, lookup, remove, growth to a million entries, the
+ * bytes per live block while growing and behind a moving heap (shrinking),
  * backward-shift deletion, duplicates, recently freed pointers, foreach,
  * record packing at every field's limits, threads, and arena exhaustion.
  */
@@ -250,6 +251,7 @@ START_TEST(test_ptr_table_bytes_per_block)
 			worst = bytes * 1000 / n;
 	}
 	ck_assert_uint_eq(tfa_ptr_table_bytes(&table), tfa_arena_mapped_bytes() - base);
+	ck_assert_uint_eq(tfa_ptr_table_peak_bytes(&table), tfa_ptr_table_bytes(&table));
 	ck_assert_uint_le(worst, 64000);
 
 	/* Random frees and allocations in the same blocks, the live count a slow wave. */
@@ -274,6 +276,47 @@ START_TEST(test_ptr_table_bytes_per_block)
 		last = bytes;
 	}
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), live);
+}
+END_TEST
+
+/*
+ * A heap that moves: 200,000 blocks in one place, all freed, then as many
+ * elsewhere, four times.  Shards left empty shrink when others grow past 64
+ * bytes per block of the most the table held (with a margin for tombstones),
+ * so the table's peak is that of one round, not the sum of the four; and the
+ * shards shrunk still serve.
+ */
+#define MOVE_N      200000u
+#define MOVE_ROUNDS 4
+
+START_TEST(test_ptr_table_shrinks_behind_a_moving_heap)
+{
+	static uint8_t seen[TFA_PTR_SHARDS];
+	uint64_t shards = 0;
+
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++) {
+		uintptr_t base = 0x7d0000000000 + r * ((uintptr_t)64 << 20);
+		for (uint64_t i = 0; i < MOVE_N; i++) {
+			insert_ok(base + i * 16, i, i);
+			size_t k = (size_t)(tfa_ptr_shard_of(&table, base + i * 16) - table.shards);
+			shards += !seen[k];
+			seen[k] = 1;
+		}
+		ck_assert_uint_eq(tfa_ptr_table_count(&table), MOVE_N);
+		for (uint64_t i = 0; i < MOVE_N; i++)
+			ck_assert(tfa_ptr_table_remove(&table, base + i * 16, NULL));
+	}
+	uint64_t peak = tfa_ptr_table_peak_bytes(&table);
+	if (peak > 64 * MOVE_N + BPB_SLACK * shards)
+		ck_abort_msg("peak %llu bytes for %u blocks in %llu shards", (unsigned long long)peak,
+			     MOVE_N, (unsigned long long)shards);
+	ck_assert_uint_le(tfa_ptr_table_bytes(&table), peak);
+	/* Every region again, the shrunk shards included. */
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++)
+		insert_ok(0x7d0000000000 + r * ((uintptr_t)64 << 20) + 4096, r, r);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), MOVE_ROUNDS);
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++)
+		ck_assert(tfa_ptr_table_lookup(&table, 0x7d0000000000 + r * ((uintptr_t)64 << 20) + 4096, NULL));
 }
 END_TEST
 
@@ -989,6 +1032,83 @@ START_TEST(test_ptr_table_other_insert_shares_shard)
 END_TEST
 
 /* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
+/*
+ * Shrinking under threads: the shards of a region filled and emptied while
+ * the process had one thread are shrunk by another thread's sweep (its own
+ * region grows) while a third thread inserts and removes in them.  Under
+ * ThreadSanitizer the process never has one thread: nothing shrinks, but the
+ * sweeps still look at the shards while the others work.
+ */
+#define SHRINK_N    (200000 / TSAN_SCALE)
+#define SHRINK_OPS  (20000 / TSAN_SCALE)
+#define SHRINK_A    ((uintptr_t)0x7a0000000000)
+#define SHRINK_B    ((uintptr_t)0x790000000000)
+
+static void *
+shrink_grower(void *arg)
+{
+	(void)arg;
+	(void)tfa_thread_rec();
+	for (uint64_t i = 0; i < SHRINK_N; i++) {
+		tfa_record_t rec = make_rec(SHRINK_B + i * 16, i, i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *
+shrink_user(void *arg)
+{
+	tfa_record_t out;
+
+	(void)arg;
+	(void)tfa_thread_rec();
+	/* A few blocks live at a time, spread over the emptied region. */
+	for (uint64_t i = 0; i < SHRINK_OPS; i++) {
+		uintptr_t p = SHRINK_A + (i * 7919 % SHRINK_N) * 16;
+		tfa_record_t rec = make_rec(p, i, i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0
+		    || !tfa_ptr_table_lookup(&table, p, &out) || out.ptr != p)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		if (i % 4 != 0 && !tfa_ptr_table_remove(&table, p, NULL))
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_ptr_table_threads_shrink)
+{
+	pthread_t a, b;
+	/* ThreadSanitizer's own thread: removes leave tombstones, the shards look used. */
+	bool single = __libc_single_threaded;
+
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		insert_ok(SHRINK_A + i * 16, i, i + 1);
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		ck_assert(tfa_ptr_table_remove(&table, SHRINK_A + i * 16, NULL));
+	uint64_t emptied = tfa_ptr_table_bytes(&table);
+	ck_assert_int_eq(pthread_create(&a, NULL, shrink_user, NULL), 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, shrink_grower, NULL), 0);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_int_eq(pthread_join(b, NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	/* Region B took about what region A had, and A gave most of it back. */
+	if (single)
+		ck_assert_uint_lt(tfa_ptr_table_bytes(&table), emptied * 3 / 2);
+	uint64_t live = 0;
+	for (uint64_t i = 0; i < SHRINK_OPS; i++)
+		live += i % 4 == 0;
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), SHRINK_N + live);
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		if (!tfa_ptr_table_lookup(&table, SHRINK_B + i * 16, NULL))
+			ck_abort_msg("pointer %llu of region B lost", (unsigned long long)i);
+	for (uint64_t i = 0; i < SHRINK_OPS; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, SHRINK_A + (i * 7919 % SHRINK_N) * 16, NULL)
+			  == (i % 4 == 0));
+}
+END_TEST
+
 static void
 asym_setup(void)
 {
@@ -1021,6 +1141,7 @@ ptr_table_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_ptr_table_million_pointers);
 	tcase_add_test(tc, test_ptr_table_bytes_per_block);
+	tcase_add_test(tc, test_ptr_table_shrinks_behind_a_moving_heap);
 	tcase_add_loop_test(tc, test_ptr_table_backward_shift, 0, 2);
 	tcase_add_test(tc, test_ptr_table_churn);
 	tcase_add_test(tc, test_ptr_table_threads);
@@ -1028,6 +1149,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
+	tcase_add_test(tc, test_ptr_table_threads_shrink);
 	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
 	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
 	suite_add_tcase(s, tc);
@@ -1041,6 +1163,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
+	tcase_add_test(tc, test_ptr_table_threads_shrink);
 	suite_add_tcase(s, tc);
 	return s;
 }
