@@ -526,12 +526,14 @@ tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr, bool empty)
 		return false;
 	if (!empty || tfa_likely(__atomic_load_n(&slots[tfa_ptr_next(i, cap)].ptr, __ATOMIC_RELAXED) != 0))
 		return true;
+	/* By pointer: the wrap is a compare either way, and the index would cost an address computation. */
+	tfa_record_t *slot = &slots[i];
 	for (uint64_t key = ptr + 1;;) {
-		if (!tfa_local_cas_u64(&slots[i].ptr, key, 0))
+		if (!tfa_local_cas_u64(&slot->ptr, key, 0))
 			return true;
 		tfa_local_add_u64(&s->used, -1);
-		i = tfa_ptr_prev(i, cap);
-		key = __atomic_load_n(&slots[i].ptr, __ATOMIC_RELAXED);
+		slot = tfa_likely(slot != slots) ? slot - 1 : slots + cap - 1;
+		key = __atomic_load_n(&slot->ptr, __ATOMIC_RELAXED);
 		if (!TFA_PTR_IS_TOMBSTONE(key))
 			return true;
 	}
