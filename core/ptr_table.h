@@ -209,8 +209,9 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * multiply-high (tfa_ptr_home) and probes wrap by a compare, as many
  * instructions as the shift and masks they replace.  Growing by 1.5 instead
  * of 2 rebuilds more often, and the fuller shards make longer probes
- * (callgrind: trees 14 +0.2% instructions, churn -0.8%; the python3 workload
- * +1.6%, 0.9 points of it in rebuilds).  Shards of less than
+ * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both with the
+ * owner's emptying by pointer; the python3 workload +1.4% to +2.6%, of
+ * which rebuilds 1.8 points at its smaller size).  Shards of less than
  * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
  * the page as the unit, a purge there would leave too little room.
  *
@@ -221,8 +222,8 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * So before a shard grows or purges, while the table holds more than 56
  * bytes per slot used at the most it saw, a sweep shrinks other shards whose
  * live records fell below 1/4 of them (TFA_PTR_SHRINKABLE) to twice those
- * (python3's workload: 57 to 59 bytes per block at the table's peak, for
- * about 0.7% more instructions: the shards shrunk grow back).  Only the
+ * (python3's workload: 53 to 59 bytes per block at the table's peak, for
+ * about 1% more instructions: the shards shrunk grow back).  Only the
  * count of slots used (live and tombstones) says which to look at: a shard
  * emptied by other threads' frees keeps its tombstones, and its size, until
  * an insert of its own purges it.
