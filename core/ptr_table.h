@@ -12,7 +12,7 @@
  *            tables with linear probing, chosen by the pointer's 512 KiB region.
  *   tombstone a removed record's slot until the next rebuild: a free costs one
  *            probe run and one store, and concurrent probes stay valid.
- *   rebuild  a shard's tombstones purged in place, or the shard doubled: the
+ *   rebuild  a shard's tombstones purged in place, or the shard grown: the
  *            only change that excludes the shard's other operations.
  *
  * Concurrency: inserts and removes of different pointers run at the same time
@@ -126,13 +126,12 @@ typedef struct tfa_ptr_shard_s {
 	tfa_record_t *slots; /* replaced only while operations are excluded */
 	/* Changed only while operations are excluded; NULL: shared. */
 	tfa_thread_rec_t *owner;
-	uint32_t lg_cap;     /* 0: nothing mapped yet */
-	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
+	uint64_t cap;        /* slots, a multiple of TFA_PTR_CAP_STEP; 0: nothing mapped yet */
+	uint64_t home_range; /* cap - 15: the range of chunk places (tfa_ptr_home) */
 	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
 	 * or starved shards, which only the general insert serves). */
 	uint64_t fast_limit;
-	uint64_t mask;       /* 2^lg_cap - 1, for the fast paths */
-	uint32_t shift;      /* 64 - lg_cap: the home slot is the top lg_cap bits of the hash */
+	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
 	tfa_lock_t rebuild_lock;
 	bool starved;        /* growth failed: the last empty slot is kept */
 	/* Written only when an insert takes a slot that was empty: apart, so
@@ -145,6 +144,11 @@ typedef struct tfa_ptr_table_s {
 	tfa_ptr_shard_t shards[TFA_PTR_SHARDS];
 	void (*stale_fn)(void *arg, const tfa_record_t *rec);
 	void *stale_arg;
+	/* The shards past TFA_PTR_CAP_INITIAL slots, one bit each: those a sweep may shrink. */
+	uint64_t grown[TFA_PTR_SHARDS / 64];
+	uint64_t slot_bytes;      /* mapped for the shards' slots now */
+	uint64_t slot_bytes_peak; /* the most at once, between rebuilds */
+	uint64_t used_peak;       /* the most slots used in grown shards that a sweep saw */
 } tfa_ptr_table_t;
 
 /* How an operation holds its shard. */
@@ -195,13 +199,40 @@ tfa_ptr_access(tfa_ptr_held_t h)
 #define TFA_PTR_AGAIN 2 /* insert: the shard needs room; release, make room, retry */
 
 /*
- * An insert makes room (purges tombstones in place, or doubles the shard when
- * more than 3/4 of it is live) when live records and tombstones would pass
- * 7/8 of it: 32-byte slots cost 43 to 85 bytes per live allocation (the
- * benchmark's memory target is 64 over the backend's own).
+ * An insert makes room when live records and tombstones would pass 3/4 of the
+ * shard: it purges the tombstones in place, or grows the shard to twice its
+ * live records (rounded down to whole pages), so that 32-byte slots cost at
+ * most 64 bytes per live allocation just after growing (the benchmark's memory
+ * target is 64 over the backend's own) and 43 just before.  Doubling cost 43
+ * to 85 (and 128 when tombstones made half of it).  Capacities are then any
+ * multiple of a page, not powers of two: the home slot comes from a
+ * multiply-high (tfa_ptr_home) and probes wrap by a compare, as many
+ * instructions as the shift and masks they replace.  Growing by 1.5 instead
+ * of 2 rebuilds more often, and the fuller shards make longer probes
+ * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both with the
+ * owner's emptying by pointer; the python3 workload +1.4% to +2.6%, of
+ * which rebuilds 1.8 points at its smaller size).  Shards of less than
+ * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
+ * the page as the unit, a purge there would leave too little room.
+ *
+ * A shard never shrinks by itself (no operation counts its live records),
+ * but a heap moves: the blocks of one 512 KiB region die and others are born
+ * elsewhere, and the sum of every shard's own peak passes the process's peak
+ * (python3's workload: 1.25 times, 64 to 80 bytes per block at its peak).
+ * So before a shard grows or purges, while the table holds more than 56
+ * bytes per slot used at the most it saw, a sweep shrinks other shards whose
+ * live records fell below 1/4 of them (TFA_PTR_SHRINKABLE) to twice those
+ * (python3's workload: 53 to 59 bytes per block at the table's peak, for
+ * about 1% more instructions: the shards shrunk grow back).  Only the
+ * count of slots used (live and tombstones) says which to look at: a shard
+ * emptied by other threads' frees keeps its tombstones, and its size, until
+ * an insert of its own purges it.
  */
-#define TFA_PTR_OVERLOADED(used, lg_cap) (((used) + 1) * 4 > ((uint64_t)3 << (lg_cap)))
-#define TFA_PTR_LG_CAP_INITIAL 7 /* 128 slots: one 4 KiB page */
+#define TFA_PTR_SHRINKABLE(live, cap) ((cap) > TFA_PTR_CAP_INITIAL && (live) * 4 < (cap))
+#define TFA_PTR_OVERLOADED(used, cap) (((used) + 1) * 4 > (cap) * 3)
+#define TFA_PTR_CAP_STEP    ((uint64_t)128) /* 32-byte slots: one 4 KiB page */
+#define TFA_PTR_CAP_INITIAL TFA_PTR_CAP_STEP
+#define TFA_PTR_CAP_EXACT   ((uint64_t)512)
 
 /*
  * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
@@ -216,8 +247,8 @@ tfa_ptr_hash(uintptr_t p)
 }
 
 /*
- * The home slot of p in a shard of 2^lg_cap slots (shift = 64 - lg_cap, mask
- * = 2^lg_cap - 1).  The blocks of one 2^TFA_PTR_CHUNK_LG-byte chunk have
+ * The home slot of p in a shard whose chunk places range over home_range
+ * (tfa_ptr_home_range of its capacity).  The blocks of one 2^TFA_PTR_CHUNK_LG-byte chunk have
  * neighbouring homes, in address order at 16 bytes a slot: blocks made or
  * freed one after the other usually lie next to each other, and their records
  * then share cache lines instead of each costing a miss once the table
@@ -230,7 +261,7 @@ tfa_ptr_hash(uintptr_t p)
 #define TFA_PTR_CHUNK_LG 8
 
 static TFA_ALWAYS_INLINE uint64_t
-tfa_ptr_home_fast(uintptr_t p, uint32_t shift, uint64_t mask)
+tfa_ptr_home_fast(uintptr_t p, uint64_t home_range)
 {
 	/*
 	 * The chunk's address, and bit 3: 8-byte blocks (jemalloc's smallest
@@ -238,14 +269,39 @@ tfa_ptr_home_fast(uintptr_t p, uint32_t shift, uint64_t mask)
 	 */
 	uint64_t key = (uint64_t)p & ~(uint64_t)(((1u << TFA_PTR_CHUNK_LG) - 1) & ~8u);
 	key = (key >> TFA_PTR_CHUNK_LG) | (key << (64 - TFA_PTR_CHUNK_LG)); /* a rotation */
-	uint64_t chunk = (key * UINT64_C(0x9E3779B97F4A7C15)) >> shift;
-	return (chunk + ((p >> 4) & ((1u << (TFA_PTR_CHUNK_LG - 4)) - 1))) & mask;
+	/*
+	 * The top of the hash scaled to [0, home_range) by a multiply-high (any
+	 * capacity, no division); a chunk's 16 slots then end before cap, with
+	 * no wrap to compute.
+	 */
+	uint64_t chunk = (uint64_t)(((unsigned __int128)(key * UINT64_C(0x9E3779B97F4A7C15)) * home_range) >> 64);
+	return chunk + ((p >> 4) & ((1u << (TFA_PTR_CHUNK_LG - 4)) - 1));
+}
+
+/* The range of chunk places in a shard of cap slots: each place is followed by its chunk's 16 slots. */
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_home_range(uint64_t cap)
+{
+	return cap - ((1u << (TFA_PTR_CHUNK_LG - 4)) - 1);
 }
 
 static TFA_ALWAYS_INLINE uint64_t
-tfa_ptr_home(uintptr_t p, uint32_t lg_cap)
+tfa_ptr_home(uintptr_t p, uint64_t cap)
 {
-	return tfa_ptr_home_fast(p, 64 - lg_cap, ((uint64_t)1 << lg_cap) - 1);
+	return tfa_ptr_home_fast(p, tfa_ptr_home_range(cap));
+}
+
+/* The slot after i in a probe, and the one before (a shard of cap slots). */
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_next(uint64_t i, uint64_t cap)
+{
+	return tfa_likely(i + 1 != cap) ? i + 1 : 0;
+}
+
+static TFA_ALWAYS_INLINE uint64_t
+tfa_ptr_prev(uint64_t i, uint64_t cap)
+{
+	return (tfa_likely(i != 0) ? i : cap) - 1;
 }
 
 /*
@@ -372,16 +428,15 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 {
 	tfa_ptr_shard_t *s = h.shard;
 	tfa_record_t *slots = s->slots;
-	uint32_t lg_cap = s->lg_cap;
+	uint64_t cap = s->cap;
 	int access = tfa_ptr_access(h);
 	uint64_t used = __atomic_load_n(&s->used, __ATOMIC_RELAXED);
 
-	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, lg_cap) && !s->starved)
+	if (tfa_unlikely(slots == NULL) || tfa_unlikely(TFA_PTR_OVERLOADED(used, cap) && !s->starved)
 	    || tfa_unlikely(access == TFA_PTR_FOREIGN))
 		return TFA_PTR_AGAIN;
-	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = tfa_ptr_home((uintptr_t)rec->ptr, lg_cap);
-	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+	uint64_t i = tfa_ptr_home_fast((uintptr_t)rec->ptr, s->home_range);
+	for (uint64_t n = 0; n < cap; n++, i = tfa_ptr_next(i, cap)) {
 		tfa_record_t *slot = &slots[i];
 		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
 		if (tfa_unlikely(key == rec->ptr)) {
@@ -397,13 +452,13 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 			continue;
 		/* A starved shard keeps one slot empty: every probe must end. */
 		if (key == 0 && tfa_unlikely(s->starved)
-		    && __atomic_load_n(&s->used, __ATOMIC_RELAXED) + 2 > mask + 1)
+		    && __atomic_load_n(&s->used, __ATOMIC_RELAXED) + 2 > cap)
 			return -ENOMEM;
 		if (access == TFA_PTR_SHARED) {
 			if (!__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
 							 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 				n--; /* lost the slot to another insert: look at it again */
-				i = (i - 1) & mask;
+				i = tfa_ptr_prev(i, cap);
 				continue;
 			}
 			if (key == 0)
@@ -411,7 +466,7 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 		} else {
 			if (!tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY)) {
 				n--; /* a signal handler's insert took it: look at it again */
-				i = (i - 1) & mask;
+				i = tfa_ptr_prev(i, cap);
 				continue;
 			}
 			if (key == 0)
@@ -465,19 +520,21 @@ static TFA_ALWAYS_INLINE bool
 tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr, bool empty)
 {
 	tfa_record_t *slots = s->slots;
-	uint64_t mask = s->mask;
+	uint64_t cap = s->cap;
 
 	/* False: another thread freed ptr just now (a double free); only an exact tie goes unseen. */
 	if (tfa_unlikely(!tfa_local_cas_u64(&slots[i].ptr, ptr, ptr + 1)))
 		return false;
-	if (!empty || tfa_likely(__atomic_load_n(&slots[(i + 1) & mask].ptr, __ATOMIC_RELAXED) != 0))
+	if (!empty || tfa_likely(__atomic_load_n(&slots[tfa_ptr_next(i, cap)].ptr, __ATOMIC_RELAXED) != 0))
 		return true;
+	/* By pointer: the wrap is a compare either way, and the index would cost an address computation. */
+	tfa_record_t *slot = &slots[i];
 	for (uint64_t key = ptr + 1;;) {
-		if (!tfa_local_cas_u64(&slots[i].ptr, key, 0))
+		if (!tfa_local_cas_u64(&slot->ptr, key, 0))
 			return true;
 		tfa_local_add_u64(&s->used, -1);
-		i = (i - 1) & mask;
-		key = __atomic_load_n(&slots[i].ptr, __ATOMIC_RELAXED);
+		slot = tfa_likely(slot != slots) ? slot - 1 : slots + cap - 1;
+		key = __atomic_load_n(&slot->ptr, __ATOMIC_RELAXED);
 		if (!TFA_PTR_IS_TOMBSTONE(key))
 			return true;
 	}
@@ -498,13 +555,13 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 
 	if (tfa_unlikely(ptr <= TFA_PTR_BUSY || (ptr & 1) != 0 || slots == NULL))
 		return false;
-	uint64_t mask = ((uint64_t)1 << s->lg_cap) - 1;
-	uint64_t i = tfa_ptr_home(ptr, s->lg_cap);
-	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+	uint64_t cap = s->cap;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->home_range);
+	for (uint64_t n = cap;; i = tfa_ptr_next(i, cap)) {
 		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (key == ptr)
 			break;
-		if (key == 0 || n == mask)
+		if (key == 0 || --n == 0)
 			return false;
 	}
 	tfa_record_t *slot = &slots[i];
@@ -570,10 +627,10 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 	if (tfa_unlikely(used >= __atomic_load_n(&s->fast_limit, __ATOMIC_RELAXED)))
 		return false;
 	tfa_record_t *slots = s->slots;
-	uint64_t mask = s->mask;
-	uint64_t i = tfa_ptr_home_fast(ptr, s->shift, mask);
+	uint64_t cap = s->cap;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->home_range);
 	tfa_record_t *slot;
-	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+	for (uint64_t n = cap;;) {
 		slot = &slots[i];
 		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
@@ -590,13 +647,12 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 					__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
 				break;
 			}
-			n--; /* lost the slot to another insert (or a signal handler's): look at it again */
-			i = (i - 1) & mask;
-			continue;
+			continue; /* lost the slot to another insert (or a signal handler's): look at it again */
 		}
 		/* A stale record of ptr, or (threads filling the shard meanwhile) no slot. */
-		if (tfa_unlikely(key == ptr) || tfa_unlikely(n == mask))
+		if (tfa_unlikely(key == ptr) || tfa_unlikely(--n == 0))
 			return false;
+		i = tfa_ptr_next(i, cap);
 	}
 	slot->size_meta = size_meta;
 	slot->id_thread = id_thread;
@@ -617,13 +673,13 @@ tfa_ptr_fast_find(const tfa_ptr_shard_t *s, uint64_t ptr)
 
 	if (tfa_unlikely(slots == NULL))
 		return -1;
-	uint64_t mask = s->mask;
-	uint64_t i = tfa_ptr_home_fast(ptr, s->shift, mask);
-	for (uint64_t n = 0;; n++, i = (i + 1) & mask) {
+	uint64_t cap = s->cap;
+	uint64_t i = tfa_ptr_home_fast(ptr, s->home_range);
+	for (uint64_t n = cap;; i = tfa_ptr_next(i, cap)) {
 		uint64_t key = __atomic_load_n(&slots[i].ptr, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == ptr))
 			return (int64_t)i;
-		if (key == 0 || tfa_unlikely(n == mask))
+		if (key == 0 || tfa_unlikely(--n == 0))
 			return -1;
 	}
 }
@@ -664,6 +720,13 @@ bool tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr);
 
 /* Bytes mapped for the shards' slots (a walk of the shards, without locks: for reports). */
 uint64_t tfa_ptr_table_bytes(const tfa_ptr_table_t *t);
+
+/*
+ * The most bytes mapped for the shards' slots at once (a rebuild's old and
+ * new slots, together for a moment, count once): with shrinking shards, the
+ * figure to compare with the most blocks live at once.
+ */
+uint64_t tfa_ptr_table_peak_bytes(const tfa_ptr_table_t *t);
 
 /* Live records in the table (a walk: for reports and tests). */
 uint64_t tfa_ptr_table_count(tfa_ptr_table_t *t);

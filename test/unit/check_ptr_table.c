@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * core/ptr_table.h: insert, lookup, remove, growth to a million entries,
+ * core/ptr_table.h: insert, lookup, remove, growth to a million entries, the
+ * bytes per live block while growing and behind a moving heap (shrinking),
  * backward-shift deletion, duplicates, recently freed pointers, foreach,
  * record packing at every field's limits, threads, and arena exhaustion.
  */
@@ -202,6 +203,120 @@ START_TEST(test_ptr_table_million_pointers)
 		ck_assert(tfa_ptr_table_remove(&table, ptrs[i], NULL));
 	ck_assert_uint_eq(tfa_ptr_table_count(&table), 0);
 	free(ptrs);
+}
+END_TEST
+
+/*
+ * The memory target: 64 bytes of table per live block.  Pages are the unit of
+ * a shard's mapping, so a shard of a few records costs more: each shard used
+ * may take up to 16 KiB beyond 64 bytes per block.  On a heap of blocks 16
+ * bytes apart (32 shards) the table must keep to that at every size from 1 to
+ * a million blocks, right after every growth included; then, with tombstones
+ * (frees before a neighbour's record stay tombstones) and live blocks rising
+ * and falling, at every moment the table grows.
+ */
+#define BPB_N     1000000u
+#define BPB_BASE  ((uintptr_t)0x7e0000000000)
+#define BPB_SLACK ((uint64_t)16 << 10)
+
+static uint64_t
+bpb_shards(const uint8_t *seen)
+{
+	uint64_t n = 0;
+	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++)
+		n += seen[k];
+	return n;
+}
+
+START_TEST(test_ptr_table_bytes_per_block)
+{
+	static uint8_t seen[TFA_PTR_SHARDS];
+	static uint8_t live_at[BPB_N];
+	uint64_t base = tfa_arena_mapped_bytes(), shards = 0, worst = 0;
+
+	for (uint64_t n = 1; n <= BPB_N; n++) {
+		uintptr_t p = BPB_BASE + n * 16;
+		insert_ok(p, n, n);
+		live_at[n - 1] = 1;
+		size_t k = (size_t)(tfa_ptr_shard_of(&table, p) - table.shards);
+		if (!seen[k]) {
+			seen[k] = 1;
+			shards++;
+		}
+		uint64_t bytes = tfa_arena_mapped_bytes() - base;
+		if (bytes > 64 * n + BPB_SLACK * shards)
+			ck_abort_msg("%llu bytes for %llu blocks in %llu shards", (unsigned long long)bytes,
+				     (unsigned long long)n, (unsigned long long)shards);
+		if (n >= 100000 && bytes * 1000 / n > worst)
+			worst = bytes * 1000 / n;
+	}
+	ck_assert_uint_eq(tfa_ptr_table_bytes(&table), tfa_arena_mapped_bytes() - base);
+	ck_assert_uint_eq(tfa_ptr_table_peak_bytes(&table), tfa_ptr_table_bytes(&table));
+	ck_assert_uint_le(worst, 64000);
+
+	/* Random frees and allocations in the same blocks, the live count a slow wave. */
+	uint64_t live = BPB_N, last = tfa_arena_mapped_bytes() - base;
+	for (uint64_t step = 0; step < 4 * BPB_N; step++) {
+		bool grow_phase = (step / 400000) % 2 == 1;
+		uint64_t i = rng() % BPB_N;
+		uintptr_t p = BPB_BASE + (i + 1) * 16;
+		if (live_at[i] && (!grow_phase || rng() % 4 == 0)) {
+			ck_assert(tfa_ptr_table_remove(&table, p, NULL));
+			live_at[i] = 0;
+			live--;
+		} else if (!live_at[i]) {
+			insert_ok(p, i, i);
+			live_at[i] = 1;
+			live++;
+		}
+		uint64_t bytes = tfa_arena_mapped_bytes() - base;
+		if (bytes > last && bytes > 64 * live + BPB_SLACK * bpb_shards(seen))
+			ck_abort_msg("grew to %llu bytes for %llu live blocks", (unsigned long long)bytes,
+				     (unsigned long long)live);
+		last = bytes;
+	}
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), live);
+}
+END_TEST
+
+/*
+ * A heap that moves: 200,000 blocks in one place, all freed, then as many
+ * elsewhere, four times.  Shards left empty shrink when others grow past 64
+ * bytes per block of the most the table held (with a margin for tombstones),
+ * so the table's peak is that of one round, not the sum of the four; and the
+ * shards shrunk still serve.
+ */
+#define MOVE_N      200000u
+#define MOVE_ROUNDS 4
+
+START_TEST(test_ptr_table_shrinks_behind_a_moving_heap)
+{
+	static uint8_t seen[TFA_PTR_SHARDS];
+	uint64_t shards = 0;
+
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++) {
+		uintptr_t base = 0x7d0000000000 + r * ((uintptr_t)64 << 20);
+		for (uint64_t i = 0; i < MOVE_N; i++) {
+			insert_ok(base + i * 16, i, i);
+			size_t k = (size_t)(tfa_ptr_shard_of(&table, base + i * 16) - table.shards);
+			shards += !seen[k];
+			seen[k] = 1;
+		}
+		ck_assert_uint_eq(tfa_ptr_table_count(&table), MOVE_N);
+		for (uint64_t i = 0; i < MOVE_N; i++)
+			ck_assert(tfa_ptr_table_remove(&table, base + i * 16, NULL));
+	}
+	uint64_t peak = tfa_ptr_table_peak_bytes(&table);
+	if (peak > 64 * MOVE_N + BPB_SLACK * shards)
+		ck_abort_msg("peak %llu bytes for %u blocks in %llu shards", (unsigned long long)peak,
+			     MOVE_N, (unsigned long long)shards);
+	ck_assert_uint_le(tfa_ptr_table_bytes(&table), peak);
+	/* Every region again, the shrunk shards included. */
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++)
+		insert_ok(0x7d0000000000 + r * ((uintptr_t)64 << 20) + 4096, r, r);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), MOVE_ROUNDS);
+	for (uint64_t r = 0; r < MOVE_ROUNDS; r++)
+		ck_assert(tfa_ptr_table_lookup(&table, 0x7d0000000000 + r * ((uintptr_t)64 << 20) + 4096, NULL));
 }
 END_TEST
 
@@ -657,11 +772,11 @@ START_TEST(test_ptr_table_stale_dropped_by_rebuild)
 	insert_ok(0x7c0000000000 + 4096, 9, 9); /* maps the shard */
 	/* Put a's record beyond a tombstone on its own probe path, as an unseen free would. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7c0000000000);
-	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_home(0x7c0000000000, sh->lg_cap);
+	uint64_t home = tfa_ptr_home(0x7c0000000000, sh->cap);
+	uint64_t next = tfa_ptr_next(home, sh->cap);
 	ck_assert_uint_eq(sh->slots[home].ptr, 0);
 	sh->slots[home].ptr = 0x1001; /* a tombstone */
-	sh->slots[(home + 1) & mask] = a;
+	sh->slots[next] = a;
 	sh->used += 2;
 	/* The insert takes the tombstone: b shadows a. */
 	h = tfa_ptr_table_hold(&table, b.ptr);
@@ -699,10 +814,10 @@ START_TEST(test_ptr_table_tombstone_tells_double_free)
 	insert_ok(0x7b0000000000 + 16, 2, 2);
 	/* Force the tombstone path: a neighbour after it in the probe run. */
 	tfa_ptr_shard_t *sh = tfa_ptr_shard_of(&table, 0x7b0000000000);
-	uint64_t mask = ((uint64_t)1 << sh->lg_cap) - 1;
-	uint64_t home = tfa_ptr_home(0x7b0000000000, sh->lg_cap);
-	if (sh->slots[(home + 1) & mask].ptr == 0) {
-		sh->slots[(home + 1) & mask] = make_rec(0x7b0000000000 + 4096, 3, 3);
+	uint64_t home = tfa_ptr_home(0x7b0000000000, sh->cap);
+	uint64_t next = tfa_ptr_next(home, sh->cap);
+	if (sh->slots[next].ptr == 0) {
+		sh->slots[next] = make_rec(0x7b0000000000 + 4096, 3, 3);
 		sh->used++;
 	}
 	ck_assert(tfa_ptr_table_remove(&table, 0x7b0000000000, NULL));
@@ -917,6 +1032,83 @@ START_TEST(test_ptr_table_other_insert_shares_shard)
 END_TEST
 
 /* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
+/*
+ * Shrinking under threads: the shards of a region filled and emptied while
+ * the process had one thread are shrunk by another thread's sweep (its own
+ * region grows) while a third thread inserts and removes in them.  Under
+ * ThreadSanitizer the process never has one thread: nothing shrinks, but the
+ * sweeps still look at the shards while the others work.
+ */
+#define SHRINK_N    (200000 / TSAN_SCALE)
+#define SHRINK_OPS  (20000 / TSAN_SCALE)
+#define SHRINK_A    ((uintptr_t)0x7a0000000000)
+#define SHRINK_B    ((uintptr_t)0x790000000000)
+
+static void *
+shrink_grower(void *arg)
+{
+	(void)arg;
+	(void)tfa_thread_rec();
+	for (uint64_t i = 0; i < SHRINK_N; i++) {
+		tfa_record_t rec = make_rec(SHRINK_B + i * 16, i, i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *
+shrink_user(void *arg)
+{
+	tfa_record_t out;
+
+	(void)arg;
+	(void)tfa_thread_rec();
+	/* A few blocks live at a time, spread over the emptied region. */
+	for (uint64_t i = 0; i < SHRINK_OPS; i++) {
+		uintptr_t p = SHRINK_A + (i * 7919 % SHRINK_N) * 16;
+		tfa_record_t rec = make_rec(p, i, i + 1);
+		if (tfa_ptr_table_insert(&table, &rec, NULL) != 0
+		    || !tfa_ptr_table_lookup(&table, p, &out) || out.ptr != p)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		if (i % 4 != 0 && !tfa_ptr_table_remove(&table, p, NULL))
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_ptr_table_threads_shrink)
+{
+	pthread_t a, b;
+	/* ThreadSanitizer's own thread: removes leave tombstones, the shards look used. */
+	bool single = __libc_single_threaded;
+
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		insert_ok(SHRINK_A + i * 16, i, i + 1);
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		ck_assert(tfa_ptr_table_remove(&table, SHRINK_A + i * 16, NULL));
+	uint64_t emptied = tfa_ptr_table_bytes(&table);
+	ck_assert_int_eq(pthread_create(&a, NULL, shrink_user, NULL), 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, shrink_grower, NULL), 0);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_int_eq(pthread_join(b, NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+	/* Region B took about what region A had, and A gave most of it back. */
+	if (single)
+		ck_assert_uint_lt(tfa_ptr_table_bytes(&table), emptied * 3 / 2);
+	uint64_t live = 0;
+	for (uint64_t i = 0; i < SHRINK_OPS; i++)
+		live += i % 4 == 0;
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), SHRINK_N + live);
+	for (uint64_t i = 0; i < SHRINK_N; i++)
+		if (!tfa_ptr_table_lookup(&table, SHRINK_B + i * 16, NULL))
+			ck_abort_msg("pointer %llu of region B lost", (unsigned long long)i);
+	for (uint64_t i = 0; i < SHRINK_OPS; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, SHRINK_A + (i * 7919 % SHRINK_N) * 16, NULL)
+			  == (i % 4 == 0));
+}
+END_TEST
+
 static void
 asym_setup(void)
 {
@@ -948,6 +1140,8 @@ ptr_table_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_ptr_table_million_pointers);
+	tcase_add_test(tc, test_ptr_table_bytes_per_block);
+	tcase_add_test(tc, test_ptr_table_shrinks_behind_a_moving_heap);
 	tcase_add_loop_test(tc, test_ptr_table_backward_shift, 0, 2);
 	tcase_add_test(tc, test_ptr_table_churn);
 	tcase_add_test(tc, test_ptr_table_threads);
@@ -955,6 +1149,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
+	tcase_add_test(tc, test_ptr_table_threads_shrink);
 	tcase_add_test(tc, test_ptr_table_stale_dropped_by_rebuild);
 	tcase_add_test(tc, test_ptr_table_tombstone_tells_double_free);
 	suite_add_tcase(s, tc);
@@ -968,6 +1163,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_remove_race);
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
+	tcase_add_test(tc, test_ptr_table_threads_shrink);
 	suite_add_tcase(s, tc);
 	return s;
 }
