@@ -257,10 +257,15 @@ def case_glib(ctx):
                                       "libglib2.0-tests)" % path)
     # "glib/NAME." matches that test alone (the runner takes name prefixes).
     argv = [runner, "-p", "2"] + ["glib/%s." % t for t in GLIB_TESTS]
-    plain = ctx.run_plain(argv, timeout=300)
-    want = sorted(l for l in plain.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+    # Without the shim the runner has been seen, beside a busy CPU, to print no result line for
+    # one of the tests (a case of GLib's, not the shim's): asked again once.
+    for attempt in range(2):
+        plain = ctx.run_plain(argv, timeout=300)
+        want = sorted(l for l in plain.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+        if plain.returncode == 0 and len(want) == len(GLIB_TESTS):
+            break
     T.check(plain.returncode == 0 and len(want) == len(GLIB_TESTS),
-            "the tests fail without the shim (status %s): %r\n%s" % (plain.returncode, want, plain.out[-3000:]))
+            "the tests fail without the shim, twice (status %s): %r\n%s" % (plain.returncode, want, plain.out[-3000:]))
     d = ctx.mkdtemp("glib")
     supp = os.path.join(d, "supp")
     with open(supp, "w") as f:
