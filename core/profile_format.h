@@ -67,7 +67,8 @@ enum tfa_prof_record_type_e {
 	 * the blocks with a sampled stack were recorded, so the leak records are
 	 * those live at exit, estimated; the device's bytes in use count the
 	 * unsampled blocks at their allocated size; sample_bytes is not 0 and the
-	 * stacks mode not none).
+	 * stacks mode not none); then (absent in older files) u64 the most bytes
+	 * the pointer table had mapped at once (its shards shrink).
 	 */
 	TFA_REC_CONFIG = 6,
 	/*

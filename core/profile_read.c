@@ -382,6 +382,8 @@ parse_config(struct record *r, size_t off)
 		return -1;
 	if (record_left(r) >= 4 && read_u32(r, "track", &p->track) < 0)
 		return -1;
+	if (record_left(r) >= 8 && read_u64(r, "pointer_table_peak_bytes", &p->pointer_table_peak_bytes) < 0)
+		return -1;
 	if (p->track > TFA_PROF_TRACK_SAMPLED)
 		return fail_at(r->ps, off, "config record: unknown track %" PRIu32, p->track);
 	if (p->track == TFA_PROF_TRACK_SAMPLED && (p->sample_bytes == 0 || p->stacks_mode == TFA_PROF_STACKS_NONE))

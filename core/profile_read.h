@@ -190,6 +190,7 @@ typedef struct tfa_profile_s {
 	uint64_t pointer_table_bytes; /* mapped for the pointer table at the end; 0: unknown */
 	uint64_t stack_table_bytes;   /* mapped for stacks, their index and the sites; 0: unknown */
 	uint32_t track;               /* enum tfa_prof_track_e; TFA_PROF_TRACK_ALL in older files */
+	uint64_t pointer_table_peak_bytes; /* the most mapped for it at once (shards shrink); 0: unknown */
 
 	tfa_profile_module_t *modules; /* in the order of discovery */
 	size_t nmodules;

@@ -2191,6 +2191,7 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 	tfa_pw_u64(w, tfa_ptr_table_bytes(&process_table));
 	tfa_pw_u64(w, tfa_stack_table_bytes(&tfa_process_stacks) + tfa_sites_bytes(&process_sites));
 	tfa_pw_u32(w, sample_only ? TFA_PROF_TRACK_SAMPLED : TFA_PROF_TRACK_ALL);
+	tfa_pw_u64(w, tfa_ptr_table_peak_bytes(&process_table));
 	tfa_pw_end(w);
 	if (mode == TFA_STACKS_NONE)
 		return;

@@ -908,6 +908,8 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_kv_u64(j, "table_bytes", p->stack_table_bytes);
 	tfa_json_end_object(j);
 	tfa_json_kv_u64(j, "pointer_table_bytes", p->pointer_table_bytes);
+	if (p->pointer_table_peak_bytes != 0)
+		tfa_json_kv_u64(j, "pointer_table_peak_bytes", p->pointer_table_peak_bytes);
 	/* "sampled": only sampled blocks recorded; leaks and bytes_in_use are estimates. */
 	tfa_json_kv_string(j, "tracking", report_sampled(p) ? "sampled" : "all");
 
@@ -1567,8 +1569,13 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 	if (p->pointer_table_bytes != 0) {
 		fputs("  tables:     pointer table ", f);
 		text_bytes(f, p->pointer_table_bytes);
-		fputs(report_sampled(p) ? " mapped (32 bytes a slot, a slot for every sampled live block)\n"
-		                        : " mapped (32 bytes a slot, a slot for every live block)\n", f);
+		fputs(report_sampled(p) ? " mapped (32 bytes a slot, a slot for every sampled live block"
+		                        : " mapped (32 bytes a slot, a slot for every live block", f);
+		if (p->pointer_table_peak_bytes > p->pointer_table_bytes) {
+			fputs("; at most ", f);
+			text_bytes(f, p->pointer_table_peak_bytes);
+		}
+		fputs(")\n", f);
 	}
 }
 

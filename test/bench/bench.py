@@ -413,7 +413,8 @@ class Runner:
         except (ValueError, KeyError):
             return None, None, None
         cpu = [d for p in procs for d in p.get("devices", []) if d.get("device") == "cpu"]
-        return (max((p.get("pointer_table_bytes", 0) for p in procs), default=None),
+        return (max((p.get("pointer_table_peak_bytes") or p.get("pointer_table_bytes", 0) for p in procs),
+                    default=None),
                 max((p.get("stacks", {}).get("table_bytes", 0) for p in procs), default=None),
                 max((d.get("peak_blocks_in_use", 0) for d in cpu), default=None))
 
@@ -1025,8 +1026,8 @@ def render(res):
                       "-" if m is None else ("within" if m["over"] <= m["budget"] else "over")])
     if trows:
         out.append("")
-        out.append("the shim's tables at the end of the run (the largest process of the first run): "
-                   "pointer table, stack table (stacks, index, site figures), the most blocks one "
+        out.append("the shim's tables (the largest process of the first run): the pointer table at "
+                   "its peak, the stack table at the end (stacks, index, site figures), the most blocks one "
                    "process had live at once, the run's RSS, how much that is above plain "
                    "jemalloc's, and the memory target's budget for it: 64 bytes a live block "
                    "plus the stack table")

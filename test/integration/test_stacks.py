@@ -160,6 +160,9 @@ def case_sites(ctx):
     check_sites(ctx, proc, "unwind")
     # The shim's two tables: a 4 KiB shard at least, and the stacks of tp_sites.
     T.check(proc["pointer_table_bytes"] >= 4096, "pointer_table_bytes %r" % proc["pointer_table_bytes"])
+    # Shards shrink: the table's peak is at least its size at exit.
+    T.check(proc.get("pointer_table_peak_bytes", 0) >= proc["pointer_table_bytes"],
+            "pointer_table_peak_bytes %r" % proc.get("pointer_table_peak_bytes"))
     T.check(proc["stacks"]["table_bytes"] > 0, "stacks.table_bytes %r" % proc["stacks"]["table_bytes"])
     T.check(proc["pointer_table_bytes"] + proc["stacks"]["table_bytes"]
             <= T.device(proc)["shim_overhead_bytes"], "the tables within the shim's overhead")
