@@ -43,7 +43,8 @@
 /*
  * The count of live blocks is published with the bytes: every block takes 8
  * allocated bytes at least, so a thread's unpublished change is at most this
- * many blocks (a check of its own cost 7% of a churn operation's instructions).
+ * many blocks (a check of its own cost 15 instructions of a churn operation's
+ * 578, callgrind on `churn 1000000 1`).
  */
 #define TFA_PUBLISH_BLOCKS     (TFA_PUBLISH_THRESHOLD / 8)
 #define TFA_ID_BLOCK           1024

@@ -1572,8 +1572,9 @@ text_stacks_config(FILE *f, const tfa_profile_t *p)
 		fputs(report_sampled(p) ? " mapped (32 bytes a slot, a slot for every sampled live block"
 		                        : " mapped (32 bytes a slot, a slot for every live block", f);
 		if (p->pointer_table_peak_bytes > p->pointer_table_bytes) {
-			fputs("; at most ", f);
+			fputs("; ", f);
 			text_bytes(f, p->pointer_table_peak_bytes);
+			fputs(" at its peak", f);
 		}
 		fputs(")\n", f);
 	}

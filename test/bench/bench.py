@@ -231,7 +231,6 @@ def build_path(root, rel):
 
 
 def detect_modes(root):
-    shim = build_path(root, "lib/libtfalloc.so")
     tool = build_path(root, "bin/tfalloc")
     modes = {}
     for m in ("glibc", "jemalloc", "tfalloc", "tfalloc-glibc"):
@@ -239,23 +238,15 @@ def detect_modes(root):
     if not os.path.exists(JEMALLOC):
         modes["jemalloc"] = Mode("jemalloc", False, "n/a (libjemalloc2 not installed)")
 
-    stacks = False
     try:
         r = subprocess.run([tool, "--help-env"], capture_output=True, text=True, timeout=10)
-        stacks = r.returncode == 0 and "TFALLOC_STACKS" in r.stdout + r.stderr
+        help_env = r.stdout + r.stderr if r.returncode == 0 else ""
     except OSError:
-        pass
-    if not stacks:
-        with open(shim, "rb") as f:
-            stacks = b"TFALLOC_STACKS" in f.read()
+        help_env = ""
+    stacks = "TFALLOC_STACKS" in help_env
     for m in ("tfalloc-stacks", "tfalloc-fp", "tfalloc-sampled-exact"):
-        modes[m] = Mode(m, stacks, "" if stacks else "n/a (not built yet)")
-    track = False
-    try:
-        r = subprocess.run([tool, "--help-env"], capture_output=True, text=True, timeout=10)
-        track = r.returncode == 0 and "TFALLOC_TRACK" in r.stdout + r.stderr
-    except OSError:
-        pass
+        modes[m] = Mode(m, stacks, "" if stacks else "n/a (the shim has no TFALLOC_STACKS)")
+    track = "TFALLOC_TRACK" in help_env
     modes["tfalloc-sampled"] = Mode("tfalloc-sampled", track,
                                     "" if track else "n/a (the shim has no TFALLOC_TRACK)")
 
