@@ -421,7 +421,11 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
  * shrunk; one that empties and fills again in place stays within the bound
  * and pays for no rebuild (python3's workload.py 3750: 2.7% more instructions
  * when every such shard shrank, 0.7% with the bound).  Used slots count
- * tombstones as well: hence the margin under 64 bytes.  The look is cheap:
+ * tombstones as well: hence the margin under 64 bytes, and with threads a
+ * shard that was emptied keeps its tombstones (only a single thread's frees
+ * empty slots) and is not seen as shrinkable until a rebuild of its own
+ * purges them: the bound holds for single-threaded heaps, threaded ones
+ * keep the shards they leave behind.  The look is cheap:
  * two loads per grown shard.  REQUIRES: the caller holds no shard of t (each
  * shard shrunk is excluded in turn).
  */
@@ -486,7 +490,11 @@ owner_self(void)
 static bool
 may_sweep(void)
 {
-	if (tfa_tls.table_depth != 0 || tfa_tls.holds_all_locks)
+	/*
+	 * in_shim: a signal handler's call inside the shim's (a single thread
+	 * announces nothing, so table_depth cannot tell).
+	 */
+	if (tfa_tls.table_depth != 0 || tfa_tls.holds_all_locks || tfa_tls.in_shim > 1)
 		return false;
 	if (__libc_single_threaded)
 		return true;
@@ -499,7 +507,7 @@ make_room(tfa_ptr_table_t *t, uintptr_t ptr, bool revoke)
 {
 	tfa_ptr_shard_t *s = shard_of(t, ptr);
 
-	/* Before this shard takes more memory, others give back what they no longer use. */
+	/* Before this shard grows (or purges), others give back what they no longer use. */
 	if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) != 0 && may_sweep())
 		sweep(t, s);
 	if (!shard_exclude(s))
@@ -672,12 +680,7 @@ tfa_ptr_table_set_stale_hook(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa
 uint64_t
 tfa_ptr_table_bytes(const tfa_ptr_table_t *t)
 {
-	uint64_t n = 0;
-
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
-		n += sizeof(tfa_record_t) * __atomic_load_n(&t->shards[k].cap, __ATOMIC_RELAXED);
-	}
-	return n;
+	return __atomic_load_n(&t->slot_bytes, __ATOMIC_RELAXED);
 }
 
 uint64_t
@@ -707,6 +710,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 	}
 	__atomic_store_n(&t->slot_bytes_peak, __atomic_load_n(&t->slot_bytes, __ATOMIC_RELAXED),
 			 __ATOMIC_RELAXED);
+	__atomic_store_n(&t->used_peak, 0, __ATOMIC_RELAXED); /* a table used again starts its bound anew */
 	memset(tfa_tls.recent_free, 0, sizeof(tfa_tls.recent_free));
 }
 

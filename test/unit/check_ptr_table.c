@@ -1031,7 +1031,6 @@ START_TEST(test_ptr_table_other_insert_shares_shard)
 }
 END_TEST
 
-/* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
 /*
  * Shrinking under threads: the shards of a region filled and emptied while
  * the process had one thread are shrunk by another thread's sweep (its own
@@ -1109,6 +1108,7 @@ START_TEST(test_ptr_table_threads_shrink)
 }
 END_TEST
 
+/* Announcements as plain stores, the closers of gates issuing membarrier (when the kernel has it). */
 static void
 asym_setup(void)
 {
