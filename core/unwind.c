@@ -22,10 +22,12 @@ extern void *__libc_stack_end;
 
 /*
  * Frames a capture may put between the anchor and the unwinder (the
- * capture's entry point, the caller of tfa_unwind_capture_above, a helper,
- * unw_backtrace's own frame), dropped before `skip`.
+ * capture's entry point, the caller of tfa_unwind_capture_above and its
+ * own caller, a helper, unw_backtrace's own frame), dropped before `skip`.
+ * Through capture_stack with the verifying build and no tail call, the
+ * anchor is the sixth return address: index 5.
  */
-#define INTERNAL_FRAMES_MAX 4
+#define INTERNAL_FRAMES_MAX 5
 
 /* ---- frame pointers ----------------------------------------------------------------------- */
 
@@ -186,9 +188,9 @@ static struct {
  * (tfa_cfi_capture does the same as it walks).  The first entries are
  * return addresses into the capture's own functions (unwind_capture_slow,
  * verify, tfa_unwind_capture unless it tail-calls unwind_capture_slow, the
- * caller of tfa_unwind_capture_above), so the anchor is found at index 1 to
- * 3: what comes before it is the capture's own.  libunwind up to 1.6 records return
- * addresses; later versions record return address - 1 for ordinary frames.
+ * callers of tfa_unwind_capture_above), so the anchor is found at index 1
+ * to INTERNAL_FRAMES_MAX: what comes before it is the capture's own.
+ * libunwind up to 1.6 records return addresses; later versions record return address - 1 for ordinary frames.
  * Recognising the anchor in that form too keeps one convention for every
  * mode.
  */
@@ -386,6 +388,13 @@ __attribute__((no_sanitize_address)) TFA_NOINLINE unsigned
 tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *pcs, unsigned max,
 			 unsigned skip)
 {
+	/*
+	 * A caller's frame record lies above this frame, 8-aligned: anything
+	 * else (a caller built without frame pointers) is not read.
+	 */
+	if (tfa_unlikely(((uintptr_t)frame & 7) != 0
+			 || (uintptr_t)frame <= (uintptr_t)__builtin_frame_address(0)))
+		return 0;
 	return capture_from(mode, (uintptr_t)frame, ((const uintptr_t *)frame)[1], pcs, max, skip);
 }
 

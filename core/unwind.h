@@ -112,7 +112,8 @@ unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max
  * into the function that called the caller.  `frame`: the caller's
  * __builtin_frame_address(0) (a frame record: [frame + 8] is that return
  * address).  The caller's own frame, which it would drop, is not walked:
- * one step less.  [hot path] [never allocates in TFA_STACKS_FP]
+ * one step less.  A frame that is not above this call's own, 8-aligned,
+ * captures nothing (returns 0).  [hot path] [never allocates in TFA_STACKS_FP]
  */
 unsigned tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *pcs,
 				  unsigned max, unsigned skip);

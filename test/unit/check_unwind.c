@@ -187,6 +187,25 @@ START_TEST(test_unwind_nothing_asked)
 }
 END_TEST
 
+/*
+ * tfa_unwind_capture_above from its caller's frame record captures the
+ * caller's caller on; a "record" that cannot be a caller's (misaligned, or
+ * not above the capture's own frame: a caller without frame pointers) is
+ * not read and captures nothing.
+ */
+START_TEST(test_unwind_capture_above_frames)
+{
+	uintptr_t pcs[8] = { 0 };
+	char *own = __builtin_frame_address(0);
+
+	ck_assert_uint_gt(tfa_unwind_capture_above(walk_modes[_i], own, pcs, 8, 0), 0);
+	ck_assert_uint_eq(pcs[0], (uintptr_t)__builtin_return_address(0));
+	ck_assert_uint_eq(tfa_unwind_capture_above(walk_modes[_i], own + 4, pcs, 8, 0), 0);
+	/* A garbage %rbp below the stack, in no mapping: reading it would fault. */
+	ck_assert_uint_eq(tfa_unwind_capture_above(walk_modes[_i], (void *)(uintptr_t)0x1000, pcs, 8, 0), 0);
+}
+END_TEST
+
 /* Recursion deeper than the limit: the limit is what comes back. */
 void unwind_recurse(struct capture *c, unsigned levels);
 
@@ -485,6 +504,7 @@ unwind_suite(void)
 	tcase_add_loop_test(tc, test_unwind_skip, 0, modes);
 	tcase_add_loop_test(tc, test_unwind_depth_limit, 0, modes);
 	tcase_add_loop_test(tc, test_unwind_nothing_asked, 0, modes);
+	tcase_add_loop_test(tc, test_unwind_capture_above_frames, 0, modes);
 	tcase_add_loop_test(tc, test_unwind_deep_recursion, 0, modes);
 	tcase_add_loop_test(tc, test_unwind_other_threads, 0, modes);
 	tcase_add_test(tc, test_unwind_init);
