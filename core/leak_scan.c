@@ -95,6 +95,7 @@ struct scan {
 	uint32_t *work;
 	size_t top;
 	bool valgrind; /* running under valgrind */
+	uint64_t scanned; /* bytes read */
 };
 
 /* Marking from the roots: memcheck's lc_push_without_clique_if_a_chunk_ptr. */
@@ -162,6 +163,7 @@ scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 __attribute__((no_sanitize("address"))) static void
 scan_range(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader)
 {
+	s->scanned += hi > lo ? hi - lo : 0;
 	if (tfa_unlikely(s->valgrind))
 		scan_words(s, lo, hi, prior_definite, leader, true);
 	else
@@ -224,7 +226,7 @@ scan_block(struct scan *s, size_t i, long leader)
 		scan_range(s, k->addr, hi, k->cls == TFA_LEAK_CLASS_REACHABLE, leader);
 }
 
-void
+uint64_t
 tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, size_t nroots,
 		  uint32_t *work)
 {
@@ -243,7 +245,7 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 		s.max = TFA_MAX(s.max, end);
 	}
 	if (n == 0)
-		return;
+		return 0;
 
 	/*
 	 * Marking: a block enters the worklist when its state rises (at most
@@ -275,6 +277,7 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 	for (size_t i = 0; i < n; i++)
 		if (b[i].cls == TFA_LEAK_CLASS_UNREACHED)
 			b[i].cls = TFA_LEAK_CLASS_DEFINITE;
+	return s.scanned;
 }
 
 /* ---- the process's mappings -------------------------------------------------------------- */
@@ -567,6 +570,29 @@ add_anon_piece(tfa_leak_roots_t *roots, const tfa_leak_block_t *b, size_t n, uin
 	return hi - lo;
 }
 
+/* [lo, hi) of an anonymous mapping without the own ranges in it. */
+static uint64_t
+add_anon_range(tfa_leak_roots_t *roots, const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b,
+	       size_t n, uintptr_t lo, uintptr_t hi)
+{
+	uint64_t bytes = 0;
+	uintptr_t cur = lo;
+
+	/* The own ranges in address order: what lies between them is the program's. */
+	for (size_t j = 0; j < nown && own[j].lo < hi; j++) {
+		if (own[j].hi <= cur)
+			continue;
+		if (own[j].lo > cur)
+			bytes += add_anon_piece(roots, b, n, cur, own[j].lo);
+		cur = TFA_MAX(cur, own[j].hi);
+		if (cur >= hi)
+			break;
+	}
+	if (cur < hi)
+		bytes += add_anon_piece(roots, b, n, cur, hi);
+	return bytes;
+}
+
 uint64_t
 tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 			const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b, size_t n)
@@ -579,19 +605,14 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 		return 0;
 #endif
 	for (size_t i = 0; i < maps->nanon; i++) {
-		uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi, cur = lo;
-		/* The own ranges in address order: what lies between them is the program's. */
-		for (size_t j = 0; j < nown && own[j].lo < hi; j++) {
-			if (own[j].hi <= cur)
-				continue;
-			if (own[j].lo > cur)
-				bytes += add_anon_piece(roots, b, n, cur, own[j].lo);
-			cur = TFA_MAX(cur, own[j].hi);
-			if (cur >= hi)
-				break;
+		uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi;
+		uintptr_t cut_lo = TFA_MAX(lo, roots->self_lo), cut_hi = TFA_MIN(hi, roots->self_hi);
+		if (cut_lo < cut_hi) {
+			bytes += add_anon_range(roots, own, nown, b, n, lo, cut_lo);
+			bytes += add_anon_range(roots, own, nown, b, n, cut_hi, hi);
+		} else {
+			bytes += add_anon_range(roots, own, nown, b, n, lo, hi);
 		}
-		if (cur < hi)
-			bytes += add_anon_piece(roots, b, n, cur, hi);
 	}
 	return bytes;
 }
@@ -628,6 +649,7 @@ phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
 			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 			if (ph->p_type == PT_LOAD && w->self >= lo && w->self - lo < ph->p_memsz) {
+				uintptr_t self_lo = UINTPTR_MAX, self_hi = 0;
 				for (size_t j = 0; j < info->dlpi_phnum; j++) {
 					const ElfW(Phdr) *t = &info->dlpi_phdr[j];
 					uintptr_t data = (uintptr_t)info->dlpi_tls_data;
@@ -635,7 +657,14 @@ phdr_visit(struct dl_phdr_info *info, size_t size, void *arg)
 						w->self_tls_below = w->tp - data;
 						w->self_tls_size = t->p_memsz;
 					}
+					if (t->p_type == PT_LOAD && t->p_memsz != 0) {
+						uintptr_t a = info->dlpi_addr + t->p_vaddr;
+						self_lo = TFA_MIN(self_lo, a & ~(uintptr_t)4095);
+						self_hi = TFA_MAX(self_hi, round_page(a + t->p_memsz));
+					}
 				}
+				w->roots->self_lo = self_lo;
+				w->roots->self_hi = self_hi;
 				return 0;
 			}
 		}

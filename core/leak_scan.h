@@ -80,8 +80,9 @@ long tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *st
  * Classifies n blocks sorted by address (cls of each set) from the roots.
  * work: room for 2 * n uint32_t.  The roots and every block without
  * TFA_LEAK_NOSCAN must be readable memory.  Counts per class may be NULL.
+ * Returns the bytes it read (roots and blocks).
  */
-void tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots,
+uint64_t tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots,
 		       size_t nroots, uint32_t *work);
 
 /* ---- roots of the running process ---------------------------------------------------------- */
@@ -131,7 +132,8 @@ struct tfa_leak_roots_s;
  * as memcheck scans them (an allocator of the program's own on mmap, as
  * pymalloc's arenas; the loader's own memory, where the link_maps are):
  * each mapping without the ranges of own[0..nown) (sorted by address: the
- * shim's mappings) and without the pieces that hold a live block of
+ * shim's mappings), without the excluded module's range (roots->self_lo,
+ * self_hi: the shim's .bss) and without the pieces that hold a live block of
  * b[0..n) (sorted: heap memory of an allocator).  Returns the bytes added.
  */
 uint64_t tfa_leak_roots_add_anon(struct tfa_leak_roots_s *roots, const tfa_leak_maps_t *maps,
@@ -147,6 +149,13 @@ typedef struct tfa_leak_roots_s {
 	uint32_t threads;         /* other threads whose stacks were scanned from their sp */
 	uint32_t threads_missed;  /* other threads running (no sp known): only their TCB covered */
 	uint32_t tcbs;            /* thread control blocks found in guarded mappings */
+	/*
+	 * The address range of the module tfa_leak_collect_roots excluded (all of
+	 * its PT_LOAD segments, page-rounded; 0, 0: none): the loader maps the
+	 * part of its .bss past the file's last page as an anonymous mapping,
+	 * which tfa_leak_roots_add_anon must leave out too.
+	 */
+	uintptr_t self_lo, self_hi;
 } tfa_leak_roots_t;
 
 /* Adds [lo, hi) as clipped to the readable mappings (all of it when maps is empty). */

@@ -151,6 +151,7 @@ tfa_prof_device_field_name(unsigned field)
 		[TFA_DEV_TOTAL_ALLOCATED_BYTES] = "total_allocated_bytes",
 		[TFA_DEV_SHIM_OVERHEAD_BYTES] = "shim_overhead_bytes",
 		[TFA_DEV_PEAK_BLOCKS_IN_USE] = "peak_blocks_in_use",
+		[TFA_DEV_LEAK_SCAN_BYTES] = "leak_scan_bytes",
 	};
 
 	return field < TFA_DEV_FIELD_COUNT ? names[field] : "unknown";

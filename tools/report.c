@@ -1240,6 +1240,12 @@ text_device(FILE *f, const tfa_profile_device_t *d)
 		text_label(f, "peak blocks:");
 		fprintf(f, "%" PRIu64 " live at once\n", v[TFA_DEV_PEAK_BLOCKS_IN_USE]);
 	}
+	if (d->nfields > TFA_DEV_LEAK_SCAN_BYTES && v[TFA_DEV_LEAK_SCAN_BYTES] != 0) {
+		text_label(f, "leak scan:");
+		fputs("checked ", f);
+		text_bytes(f, v[TFA_DEV_LEAK_SCAN_BYTES]);
+		fputs(" (roots and reached blocks)\n", f);
+	}
 	text_req_alloc(f, "total allocated:", v[TFA_DEV_TOTAL_BYTES],
 	               v[TFA_DEV_TOTAL_ALLOCATED_BYTES]);
 	text_label(f, "largest block:");

@@ -622,6 +622,64 @@ START_TEST(test_anon_roots)
 }
 END_TEST
 
+/*
+ * The excluded module's range (roots.self_lo, self_hi: the shim's .bss, which
+ * the loader maps anonymous past the file) is cut out of the anonymous
+ * roots, the rest of the mapping stays; the scan says how much it read.
+ */
+START_TEST(test_anon_roots_exclude_module)
+{
+	uintptr_t *prog = tfa_arena_map(3 * 4096);
+	uint32_t a = block(0, 16), b = block(8, 16), c = block(16, 16);
+	tfa_leak_maps_t maps;
+	tfa_leak_roots_t r;
+
+	ck_assert_ptr_nonnull(prog);
+	prog[0] = W(0);     /* page 0: the program's: a reachable */
+	prog[512] = W(8);   /* page 1: "the module's .bss": b not */
+	prog[1024] = W(16); /* page 2: the program's: c reachable */
+	tfa_leak_sort(blocks, nblocks);
+	ck_assert_int_eq(tfa_leak_maps_read(&maps), 0);
+	tfa_leak_range_t own[2] = {
+		{ (uintptr_t)heap, (uintptr_t)(heap + HEAP_WORDS) },
+		{ (uintptr_t)blocks, (uintptr_t)(blocks + MAX_BLOCKS) },
+	};
+	if (own[1].lo < own[0].lo) {
+		tfa_leak_range_t t = own[0];
+		own[0] = own[1];
+		own[1] = t;
+	}
+	memset(&r, 0, sizeof(r));
+	r.self_lo = (uintptr_t)&prog[512];
+	r.self_hi = (uintptr_t)&prog[1024];
+	ck_assert_uint_ge(tfa_leak_roots_add_anon(&r, &maps, own, 2, blocks, nblocks), 2 * 4096);
+	tfa_leak_range_t mine[8];
+	size_t nmine = 0;
+	uint64_t bytes = 0;
+	uintptr_t plo = (uintptr_t)prog, phi = (uintptr_t)(prog + 1536);
+	for (size_t i = 0; i < r.n; i++) {
+		if (r.r[i].hi <= plo || r.r[i].lo >= phi)
+			continue;
+		ck_assert_uint_lt(nmine, TFA_ARRAY_SIZE(mine));
+		mine[nmine].lo = TFA_MAX(r.r[i].lo, plo);
+		mine[nmine].hi = TFA_MIN(r.r[i].hi, phi);
+		ck_assert(mine[nmine].hi <= r.self_lo || mine[nmine].lo >= r.self_hi);
+		bytes += mine[nmine].hi - mine[nmine].lo;
+		nmine++;
+	}
+	ck_assert_uint_eq(nmine, 2);
+	ck_assert_uint_eq(bytes, 2 * 4096);
+	/* The roots, the two reached blocks and the unreached one (its clique's scan), once each. */
+	ck_assert_uint_eq(tfa_leak_classify(blocks, nblocks, mine, nmine, work), bytes + 3 * 16);
+	ck_assert_int_eq(cls(a), TFA_LEAK_CLASS_REACHABLE);
+	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_DEFINITE);
+	ck_assert_int_eq(cls(c), TFA_LEAK_CLASS_REACHABLE);
+	tfa_leak_roots_free(&r);
+	tfa_leak_maps_free(&maps);
+	tfa_arena_unmap(prog, 3 * 4096);
+}
+END_TEST
+
 static Suite *
 leak_scan_suite(void)
 {
@@ -638,6 +696,7 @@ leak_scan_suite(void)
 	tcase_add_test(tc, test_possible_upgraded);
 	tcase_add_test(tc, test_lost_list);
 	tcase_add_test(tc, test_self_reference);
+	tcase_add_test(tc, test_anon_roots_exclude_module);
 	tcase_add_test(tc, test_zero_size_and_noscan);
 	tcase_add_test(tc, test_unaligned_not_scanned);
 	suite_add_tcase(s, tc);
