@@ -311,6 +311,8 @@ account_slots(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t old_cap, uint64_t
 		;
 	size_t k = (size_t)(s - t->shards);
 	uint64_t bit = (uint64_t)1 << (k % 64);
+	if (new_cap != 0 && (__atomic_load_n(&t->mapped[k / 64], __ATOMIC_RELAXED) & bit) == 0)
+		__atomic_fetch_or(&t->mapped[k / 64], bit, __ATOMIC_RELAXED);
 	if (new_cap > CAP_INITIAL)
 		__atomic_fetch_or(&t->grown[k / 64], bit, __ATOMIC_RELAXED);
 	else
@@ -632,12 +634,25 @@ tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr)
 	return seen;
 }
 
+/* The next shard from k on that ever had slots (t->mapped), or TFA_PTR_SHARDS. */
+static unsigned
+next_mapped(const tfa_ptr_table_t *t, unsigned k)
+{
+	while (k < TFA_PTR_SHARDS) {
+		uint64_t bits = __atomic_load_n(&t->mapped[k / 64], __ATOMIC_RELAXED) >> (k % 64);
+		if (bits != 0)
+			return k + (unsigned)__builtin_ctzll(bits);
+		k = (k | 63) + 1;
+	}
+	return TFA_PTR_SHARDS;
+}
+
 uint64_t
 tfa_ptr_table_count(tfa_ptr_table_t *t)
 {
 	uint64_t n = 0;
 
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
 		tfa_ptr_shard_t *s = &t->shards[k];
 		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
@@ -653,7 +668,7 @@ void
 tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record_t *rec),
 		      void *arg)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
 		tfa_ptr_shard_t *s = &t->shards[k];
 		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
@@ -711,6 +726,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 	__atomic_store_n(&t->slot_bytes_peak, __atomic_load_n(&t->slot_bytes, __ATOMIC_RELAXED),
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&t->used_peak, 0, __ATOMIC_RELAXED); /* a table used again starts its bound anew */
+	memset(t->mapped, 0, sizeof(t->mapped));
 	memset(tfa_tls.recent_free, 0, sizeof(tfa_tls.recent_free));
 }
 
