@@ -137,17 +137,33 @@ self_inside(const tfa_ptr_shard_t *s)
 }
 
 /*
+ * Marks s as one whose lock or gate a fork child must reset (its table:
+ * t->touched), before the first time they are written.  The table is found
+ * from the shard: shards lie in one of the process's tables.
+ */
+static void
+mark_touched(tfa_ptr_table_t *t, const tfa_ptr_shard_t *s)
+{
+	size_t k = (size_t)(s - t->shards);
+	uint64_t bit = (uint64_t)1 << (k % 64);
+
+	if ((__atomic_load_n(&t->touched[k / 64], __ATOMIC_RELAXED) & bit) == 0)
+		__atomic_fetch_or(&t->touched[k / 64], bit, __ATOMIC_RELAXED);
+}
+
+/*
  * Excludes every other operation on s.  Returns false (nothing held) when this
  * very thread is inside one, below a signal handler: waiting would never end.
  * [takes rebuild lock]
  */
 static bool
-shard_exclude(tfa_ptr_shard_t *s)
+shard_exclude(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
 	if (tfa_likely(__libc_single_threaded) || tfa_tls.holds_all_locks)
 		return !self_inside(s);
 	if (self_inside(s))
 		return false;
+	mark_touched(t, s);
 	tfa_lock(&s->rebuild_lock);
 	__atomic_store_n(&s->gate, 1, __ATOMIC_SEQ_CST);
 	wait_announcements(s);
@@ -163,12 +179,19 @@ shard_admit(tfa_ptr_shard_t *s)
 	tfa_unlock(&s->rebuild_lock);
 }
 
-void
-tfa_ptr_hold_locked(tfa_ptr_held_t *h)
+static void
+hold_by_lock(tfa_ptr_held_t *h)
 {
 	tfa_lock(&h->shard->rebuild_lock);
 	h->mode = TFA_PTR_LOCKED;
 	h->rec = NULL;
+}
+
+void
+tfa_ptr_hold_locked(tfa_ptr_table_t *t, tfa_ptr_held_t *h)
+{
+	mark_touched(t, h->shard);
+	hold_by_lock(h);
 }
 
 void
@@ -177,7 +200,8 @@ tfa_ptr_hold_gated(tfa_ptr_held_t *h)
 	/* Step out, and wait for the rebuild behind its lock. */
 	__atomic_store_n(&h->rec->announce[h->depth], NULL, __ATOMIC_RELEASE);
 	tfa_tls.table_depth = h->depth;
-	tfa_ptr_hold_locked(h);
+	/* Its gate was closed: by an exclusion, which marked it touched, or by prefork (a mapped shard). */
+	hold_by_lock(h);
 }
 
 /* ---- rebuild ------------------------------------------------------------------------------ */
@@ -401,11 +425,22 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 			set_fast_limit(s);
 			return 0;
 		}
+	} else {
+		/*
+		 * The first mapping, under the table's map lock: fork excludes only
+		 * the mapped shards, and holds this lock so that none becomes
+		 * mapped meanwhile.  Nothing is waited for inside it.
+		 */
+		bool locking = !__libc_single_threaded && !tfa_tls.holds_all_locks;
+		if (locking)
+			tfa_lock(&t->map_lock);
+		bool mapped = shard_move(t, s, new_cap, start);
+		if (locking)
+			tfa_unlock(&t->map_lock);
+		return mapped ? 0 : -ENOMEM;
 	}
 	if (shard_move(t, s, new_cap, start))
 		return 0;
-	if (s->slots == NULL)
-		return -ENOMEM;
 	/* Without memory the slots left still serve; tombstones go. */
 	live = shard_purge(t, s, start);
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
@@ -459,7 +494,7 @@ sweep(tfa_ptr_table_t *t, const tfa_ptr_shard_t *except)
 			if (o == except
 			    || !TFA_PTR_SHRINKABLE(__atomic_load_n(&o->used, __ATOMIC_RELAXED),
 						   __atomic_load_n(&o->cap, __ATOMIC_RELAXED))
-			    || !shard_exclude(o))
+			    || !shard_exclude(t, o))
 				continue;
 			uint64_t live = count_live(o), cap = o->cap;
 			if (o->slots != NULL && TFA_PTR_SHRINKABLE(live, cap)) {
@@ -512,7 +547,7 @@ make_room(tfa_ptr_table_t *t, uintptr_t ptr, bool revoke)
 	/* Before this shard grows (or purges), others give back what they no longer use. */
 	if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) != 0 && may_sweep())
 		sweep(t, s);
-	if (!shard_exclude(s))
+	if (!shard_exclude(t, s))
 		return -ENOMEM;
 	int r = 0;
 	if (s->slots == NULL) {
@@ -656,7 +691,7 @@ tfa_ptr_table_count(tfa_ptr_table_t *t)
 		tfa_ptr_shard_t *s = &t->shards[k];
 		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
-		if (!shard_exclude(s))
+		if (!shard_exclude(t, s))
 			continue;
 		n += count_live(s);
 		shard_admit(s);
@@ -672,7 +707,7 @@ tfa_ptr_table_foreach(tfa_ptr_table_t *t, void (*fn)(void *arg, const tfa_record
 		tfa_ptr_shard_t *s = &t->shards[k];
 		if (__atomic_load_n(&s->cap, __ATOMIC_RELAXED) == 0)
 			continue;
-		if (!shard_exclude(s))
+		if (!shard_exclude(t, s))
 			continue;
 		if (s->slots != NULL) {
 			size_t cap = s->cap;
@@ -709,7 +744,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 {
 	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
 		tfa_ptr_shard_t *s = &t->shards[k];
-		if (!shard_exclude(s))
+		if (!shard_exclude(t, s))
 			continue;
 		if (s->slots != NULL) {
 			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * s->cap);
@@ -731,13 +766,19 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 }
 
 /*
- * Fork: every gate closed and every rebuild lock taken, then no operation is
- * in flight anywhere: the child inherits a table whose every record is whole.
+ * Fork: no shard becomes mapped (the map lock), every mapped shard's gate
+ * closed and rebuild lock taken, then no operation is in flight anywhere:
+ * the child inherits a table whose every record is whole.  A shard not
+ * mapped has no record to change: what may hold its lock meanwhile (an
+ * operation of a thread without a record, which finds nothing there; a
+ * first mapping, excluded and waiting for the map lock) has changed nothing
+ * the child would keep, and the child resets its lock and gate.
  */
 void
 tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+	tfa_lock(&t->map_lock);
+	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
 		tfa_lock(&t->shards[k].rebuild_lock);
 		__atomic_store_n(&t->shards[k].gate, 1, __ATOMIC_RELAXED);
 	}
@@ -747,17 +788,23 @@ tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 void
 tfa_ptr_table_postfork_parent(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
+	/* The map lock held: the same shards as prefork's. */
+	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
 		__atomic_store_n(&t->shards[k].gate, 0, __ATOMIC_RELEASE);
 		tfa_unlock(&t->shards[k].rebuild_lock);
 	}
+	tfa_unlock(&t->map_lock);
 }
 
 void
 tfa_ptr_table_postfork_child(tfa_ptr_table_t *t)
 {
-	for (unsigned k = 0; k < TFA_PTR_SHARDS; k++) {
-		__atomic_store_n(&t->shards[k].gate, 0, __ATOMIC_RELAXED);
-		tfa_lock_init(&t->shards[k].rebuild_lock);
+	for (unsigned w = 0; w < TFA_PTR_SHARDS / 64; w++) {
+		for (uint64_t bits = t->mapped[w] | t->touched[w]; bits != 0; bits &= bits - 1) {
+			tfa_ptr_shard_t *s = &t->shards[w * 64 + (unsigned)__builtin_ctzll(bits)];
+			__atomic_store_n(&s->gate, 0, __ATOMIC_RELAXED);
+			tfa_lock_init(&s->rebuild_lock);
+		}
 	}
+	tfa_lock_init(&t->map_lock);
 }

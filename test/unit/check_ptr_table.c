@@ -12,7 +12,11 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/thread.h"
@@ -1115,6 +1119,139 @@ asym_setup(void)
 	tfa_ptr_table_init_barriers();
 }
 
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+/*
+ * A pointer of region r (64 KiB apart) whose shard differs from those of the
+ * pointers in avoid[0..n): the cases below need shards of their own.
+ */
+static uintptr_t
+ptr_in_own_shard(uintptr_t r, const uintptr_t *avoid, size_t n)
+{
+	for (;; r++) {
+		uintptr_t p = (uintptr_t)0x600000000000 + (r << 16) + 0x40;
+		bool clash = false;
+		for (size_t i = 0; i < n; i++)
+			clash |= tfa_ptr_shard_of(&table, p) == tfa_ptr_shard_of(&table, avoid[i]);
+		if (!clash)
+			return p;
+	}
+}
+
+static uintptr_t fork_cold_ptr;
+static int fork_done;
+
+static void *
+first_mapping_worker(void *arg)
+{
+	(void)arg;
+	(void)tfa_thread_rec();
+	insert_ok(fork_cold_ptr, 8, 2);
+	__atomic_store_n(&fork_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *
+cold_lookup_worker(void *arg)
+{
+	(void)tfa_thread_rec();
+	return (void *)(uintptr_t)!tfa_ptr_table_lookup(&table, (uintptr_t)arg, NULL);
+}
+
+/*
+ * prefork excludes the mapped shards and the first mapping of any other: an
+ * insert into a shard never mapped waits for postfork, a lookup there does
+ * not (its gate was not closed: prefork wrote no header of a shard never
+ * mapped, whose page then stays untouched, and is not copied after fork).
+ */
+START_TEST(test_ptr_table_prefork_holds_first_mappings)
+{
+	uintptr_t mapped = ptr_in_own_shard(1, NULL, 0);
+	uintptr_t avoid[2] = { mapped };
+	fork_cold_ptr = ptr_in_own_shard(100, avoid, 1);
+	avoid[1] = fork_cold_ptr;
+	uintptr_t other_cold = ptr_in_own_shard(200, avoid, 2);
+	pthread_t a, b;
+	void *not_found = NULL;
+
+	insert_ok(mapped, 8, 1);
+	tfa_ptr_table_prefork(&table);
+	ck_assert_int_eq(pthread_create(&a, NULL, first_mapping_worker, NULL), 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, cold_lookup_worker, (void *)other_cold), 0);
+	ck_assert_int_eq(pthread_join(b, &not_found), 0);
+	ck_assert_ptr_eq(not_found, (void *)1);
+	ck_assert_uint_eq(tfa_ptr_shard_of(&table, other_cold)->gate, 0);
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	ck_assert_int_eq(__atomic_load_n(&fork_done, __ATOMIC_ACQUIRE), 0);
+	tfa_ptr_table_postfork_parent(&table);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_int_eq(fork_done, 1);
+	ck_assert(tfa_ptr_table_lookup(&table, fork_cold_ptr, NULL));
+	ck_assert(tfa_ptr_table_lookup(&table, mapped, NULL));
+}
+END_TEST
+
+static pthread_barrier_t cold_held, cold_release;
+
+/* A thread without a record holds a shard never mapped by its lock (a lookup: it finds nothing). */
+static void *
+cold_holder(void *arg)
+{
+	tfa_ptr_held_t h = tfa_ptr_table_hold(&table, (uintptr_t)arg);
+
+	ck_assert_int_eq(h.mode, TFA_PTR_LOCKED);
+	pthread_barrier_wait(&cold_held);
+	pthread_barrier_wait(&cold_release);
+	tfa_ptr_table_release(h);
+	return NULL;
+}
+
+/*
+ * A fork while another thread holds a shard never mapped: prefork does not
+ * wait for it, and the child resets that shard's lock, then maps the shard
+ * and inserts there (it would wait forever for the parent's thread).
+ */
+START_TEST(test_ptr_table_fork_child_resets_cold_locks)
+{
+	uintptr_t mapped = ptr_in_own_shard(1, NULL, 0);
+	uintptr_t cold = ptr_in_own_shard(300, &mapped, 1);
+	pthread_t th;
+	int status;
+
+	insert_ok(mapped, 8, 1);
+	ck_assert_int_eq(pthread_barrier_init(&cold_held, NULL, 2), 0);
+	ck_assert_int_eq(pthread_barrier_init(&cold_release, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, cold_holder, (void *)cold), 0);
+	pthread_barrier_wait(&cold_held);
+	tfa_ptr_table_prefork(&table);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		tfa_ptr_table_postfork_child(&table);
+		tfa_record_t rec = make_rec(cold, 8, 2);
+		bool ok = tfa_ptr_table_insert(&table, &rec, NULL) == 0 && tfa_ptr_table_lookup(&table, cold, NULL)
+			  && tfa_ptr_table_lookup(&table, mapped, NULL);
+		_exit(ok ? 0 : 1);
+	}
+	tfa_ptr_table_postfork_parent(&table);
+	pthread_barrier_wait(&cold_release);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	/* The child's insert ends at once, or never: 10 s is a hang. */
+	for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++) {
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL);
+	}
+	if (waitpid(pid, &status, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &status, 0);
+		ck_abort_msg("the fork child hangs on the lock the parent's thread held");
+	}
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
 static Suite *
 ptr_table_suite(void)
 {
@@ -1164,6 +1301,13 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
 	tcase_add_test(tc, test_ptr_table_threads_shrink);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fork");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_ptr_table_prefork_holds_first_mappings);
+	tcase_add_test(tc, test_ptr_table_fork_child_resets_cold_locks);
 	suite_add_tcase(s, tc);
 	return s;
 }
