@@ -71,7 +71,7 @@ stack_hash(const uintptr_t *pcs, unsigned depth)
  * A slot: the top 29 bits of its stack's hash, its depth (9 bits) and its id
  * (26 bits), so that a probe tells most other stacks from the word alone.
  * Never 0 (the empty slot): depth is at least 1.  A slot's home is its hash
- * bits' top lg_cap bits, so a grown index places a slot without its frames.
+ * bits' low lg_cap bits, so a grown index places a slot without its frames.
  */
 #define SLOT_ID_BITS    26
 #define SLOT_DEPTH_BITS 9
@@ -90,10 +90,11 @@ slot_key(uint64_t h, unsigned depth)
 	return (h >> (64 - (SLOT_KEY_BITS - SLOT_DEPTH_BITS))) << SLOT_DEPTH_BITS | depth;
 }
 
+/* The home of a hash or of a slot: their top 29 bits are the same. */
 static TFA_ALWAYS_INLINE uint64_t
-key_home(uint64_t key, uint32_t lg_cap)
+slot_home(uint64_t h_or_slot, uint64_t mask)
 {
-	return key >> (SLOT_KEY_BITS - lg_cap);
+	return (h_or_slot >> (64 - (SLOT_KEY_BITS - SLOT_DEPTH_BITS))) & mask;
 }
 
 static TFA_ALWAYS_INLINE const tfa_stack_node_t *
@@ -156,7 +157,7 @@ index_find(const tfa_stack_table_t *t, uintptr_t index, uint64_t h, const uintpt
 	uint32_t lg_cap = index_lg_cap(index);
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
 	uint64_t key = slot_key(h, depth);
-	uint64_t i = key_home(key, lg_cap);
+	uint64_t i = slot_home(h, mask);
 
 	for (;;) {
 		/* 0: empty, or a replaced index whose pages were just given back. */
@@ -178,7 +179,7 @@ static void
 index_place(uint64_t *slots, uint32_t lg_cap, uint64_t slot)
 {
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = key_home(slot >> SLOT_ID_BITS, lg_cap);
+	uint64_t i = slot_home(slot, mask);
 
 	while (slots[i] != 0)
 		i = (i + 1) & mask;
