@@ -17,10 +17,10 @@ tfa_stack_table_t tfa_process_stacks;
  */
 #define INDEX_LG_MASK ((uintptr_t)63)
 
-static TFA_ALWAYS_INLINE tfa_stack_slot_t *
+static TFA_ALWAYS_INLINE uint64_t *
 index_slots(uintptr_t index)
 {
-	return (tfa_stack_slot_t *)(index & ~INDEX_LG_MASK);
+	return (uint64_t *)(index & ~INDEX_LG_MASK);
 }
 
 static TFA_ALWAYS_INLINE uint32_t
@@ -29,16 +29,16 @@ index_lg_cap(uintptr_t index)
 	return (uint32_t)(index & INDEX_LG_MASK);
 }
 
-#define INDEX_LG_CAP_INITIAL 10 /* 1024 slots: 16 KiB */
-#define CHUNK_SIZE           ((size_t)256 << 10)
-/* A chunk starts with the link to the previous one. */
-#define CHUNK_HEADER         sizeof(void *)
+#define INDEX_LG_CAP_INITIAL    10 /* 1024 slots: 8 KiB */
+#define CHILDREN_LG_CAP_INITIAL 10 /* 1024 slots: 4 KiB */
+#define NODE_CHUNK_BYTES        (TFA_STACK_NODE_CHUNK * sizeof(tfa_stack_node_t))
 
-_Static_assert(sizeof(tfa_stack_rec_t) + TFA_STACK_DEPTH_MAX * sizeof(uintptr_t)
-                       <= CHUNK_SIZE - CHUNK_HEADER,
-               "the deepest stack fits in a chunk");
-_Static_assert(sizeof(tfa_stack_slot_t) == 16, "slots are 16 bytes");
+_Static_assert(sizeof(tfa_stack_node_t) == 16, "nodes are 16 bytes");
 _Static_assert(TFA_STACK_INDEX_LG_MAX <= INDEX_LG_MASK, "lg_cap fits below the page offset");
+_Static_assert(TFA_STACK_DEPTH_MAX < TFA_STACK_NODE_CHUNK,
+               "the nodes of one stack need at most one new chunk");
+_Static_assert(TFA_STACK_DEPTH_MAX * 4 <= (3u << CHILDREN_LG_CAP_INITIAL),
+               "one doubling of the child index makes room for any stack");
 
 static TFA_ALWAYS_INLINE uint64_t
 mix(uint64_t a, uint64_t b)
@@ -49,9 +49,8 @@ mix(uint64_t a, uint64_t b)
 
 /*
  * wyhash's multiply-fold, two frames per multiplication so that the
- * dependency chain is half the depth.  Never 0 (the empty slot).  The
- * constants have their top bit set: no user-space address equals one, so no
- * frame zeroes a product.
+ * dependency chain is half the depth.  The constants have their top bit set:
+ * no user-space address equals one, so no frame zeroes a product.
  */
 static TFA_ALWAYS_INLINE uint64_t
 stack_hash(const uintptr_t *pcs, unsigned depth)
@@ -65,40 +64,111 @@ stack_hash(const uintptr_t *pcs, unsigned depth)
 		h = mix(pcs[i] ^ k0, pcs[i + 1] ^ h);
 	if (i < depth)
 		h = mix(pcs[i] ^ k0, h ^ k1);
-	h = mix(h ^ k1, k2);
-	return h != 0 ? h : 1;
+	return mix(h ^ k1, k2);
 }
 
-static TFA_ALWAYS_INLINE bool
-rec_equals(const tfa_stack_rec_t *rec, const uintptr_t *pcs, unsigned depth)
+/*
+ * A slot: the top 29 bits of its stack's hash, its depth (9 bits) and its id
+ * (26 bits), so that a probe tells most other stacks from the word alone.
+ * Never 0 (the empty slot): depth is at least 1.  A slot's home is its hash
+ * bits' low lg_cap bits, so a grown index places a slot without its frames.
+ */
+#define SLOT_ID_BITS    26
+#define SLOT_DEPTH_BITS 9
+#define SLOT_KEY_BITS   (64 - SLOT_ID_BITS)
+#define SLOT_ID_MASK    ((UINT64_C(1) << SLOT_ID_BITS) - 1)
+
+_Static_assert(TFA_STACK_ID_MAX <= SLOT_ID_MASK, "ids fit in a slot");
+_Static_assert(TFA_STACK_DEPTH_MAX < (1u << SLOT_DEPTH_BITS), "depths fit in a slot");
+_Static_assert(TFA_STACK_INDEX_LG_MAX <= SLOT_KEY_BITS - SLOT_DEPTH_BITS,
+               "a slot's home is in its hash bits");
+
+/* The slot's bits above the id: hash bits, then depth. */
+static TFA_ALWAYS_INLINE uint64_t
+slot_key(uint64_t h, unsigned depth)
 {
-	if (rec->depth != depth)
-		return false;
-	for (unsigned i = 0; i < depth; i++)
-		if (rec->pcs[i] != pcs[i])
+	return (h >> (64 - (SLOT_KEY_BITS - SLOT_DEPTH_BITS))) << SLOT_DEPTH_BITS | depth;
+}
+
+/* The home of a hash or of a slot: their top 29 bits are the same. */
+static TFA_ALWAYS_INLINE uint64_t
+slot_home(uint64_t h_or_slot, uint64_t mask)
+{
+	return (h_or_slot >> (64 - (SLOT_KEY_BITS - SLOT_DEPTH_BITS))) & mask;
+}
+
+static TFA_ALWAYS_INLINE const tfa_stack_node_t *
+node_at(const tfa_stack_table_t *t, uint32_t no)
+{
+	const tfa_stack_node_t *chunk =
+	        __atomic_load_n(&t->node_chunks[no >> TFA_STACK_NODE_CHUNK_LG], __ATOMIC_RELAXED);
+	return chunk + (no & (TFA_STACK_NODE_CHUNK - 1));
+}
+
+/*
+ * Stack id's innermost frame, its directory entry (id: a slot's low bits
+ * will do, the masks drop the rest).  REQUIRES: id <= a count loaded with
+ * acquire, or the lock.
+ */
+static TFA_ALWAYS_INLINE const tfa_stack_node_t *
+stack_node(const tfa_stack_table_t *t, uint32_t id)
+{
+	const tfa_stack_node_t *leaf = __atomic_load_n(
+	        &t->dir[(id >> TFA_STACK_DIR_LEAF_LG) & (TFA_STACK_DIR_LEAVES - 1)], __ATOMIC_RELAXED);
+	return &leaf[id & (TFA_STACK_DIR_LEAF - 1)];
+}
+
+/*
+ * Whether the chain from n is pcs[0..depth), frame by frame (its depth is
+ * the slot's, known equal).  An odd frame first, then two a turn: the chain
+ * is one dependent load after another, the loop's own count need not add to
+ * it.
+ */
+static TFA_ALWAYS_INLINE bool
+chain_equals(const tfa_stack_node_t *n, const uintptr_t *pcs, unsigned depth)
+{
+	const uintptr_t *end = pcs + depth;
+
+	if (depth & 1) {
+		if (n->pc != *pcs++)
 			return false;
+		n = n->parent;
+	}
+	for (; pcs != end; pcs += 2) {
+		if (n->pc != pcs[0])
+			return false;
+		n = n->parent;
+		if (n->pc != pcs[1])
+			return false;
+		n = n->parent;
+	}
 	return true;
 }
 
-/* The rec of pcs in the index, or NULL.  Safe against a concurrent insert. */
-static TFA_ALWAYS_INLINE const tfa_stack_rec_t *
-index_find(uintptr_t index, uint64_t h, const uintptr_t *pcs, unsigned depth)
+/*
+ * The id of pcs in the index, or 0.  Safe against a concurrent insert: a
+ * slot is published after its stack's nodes and directory entry, in one word.
+ */
+static TFA_ALWAYS_INLINE uint32_t
+index_find(const tfa_stack_table_t *t, uintptr_t index, uint64_t h, const uintptr_t *pcs,
+           unsigned depth)
 {
-	const tfa_stack_slot_t *slots = index_slots(index);
+	const uint64_t *slots = index_slots(index);
 	uint32_t lg_cap = index_lg_cap(index);
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = h >> (64 - lg_cap);
+	uint64_t key = slot_key(h, depth);
+	uint64_t i = slot_home(h, mask);
 
 	for (;;) {
-		const tfa_stack_slot_t *slot = &slots[i];
-		uint64_t sh = __atomic_load_n(&slot->hash, __ATOMIC_ACQUIRE);
-		if (sh == 0)
-			return NULL;
-		if (sh == h) {
-			const tfa_stack_rec_t *rec = __atomic_load_n(&slot->rec, __ATOMIC_RELAXED);
-			/* NULL: a replaced index whose pages were just given back. */
-			if (rec != NULL && rec_equals(rec, pcs, depth))
-				return rec;
+		/* 0: empty, or a replaced index whose pages were just given back. */
+		uint64_t slot = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+		if (slot == 0)
+			return 0;
+		if (slot >> SLOT_ID_BITS == key && chain_equals(stack_node(t, (uint32_t)slot), pcs, depth)) {
+			uint32_t id = (uint32_t)(slot & SLOT_ID_MASK);
+			if (id == 0)
+				__builtin_unreachable(); /* a slot's id: the caller need not test it */
+			return id;
 		}
 		i = (i + 1) & mask;
 	}
@@ -106,15 +176,14 @@ index_find(uintptr_t index, uint64_t h, const uintptr_t *pcs, unsigned depth)
 
 /* REQUIRES: the index is not published yet, or the table lock is held. */
 static void
-index_place(tfa_stack_slot_t *slots, uint32_t lg_cap, uint64_t h, const tfa_stack_rec_t *rec)
+index_place(uint64_t *slots, uint32_t lg_cap, uint64_t slot)
 {
 	uint64_t mask = ((uint64_t)1 << lg_cap) - 1;
-	uint64_t i = h >> (64 - lg_cap);
+	uint64_t i = slot_home(slot, mask);
 
-	while (slots[i].hash != 0)
+	while (slots[i] != 0)
 		i = (i + 1) & mask;
-	__atomic_store_n(&slots[i].rec, rec, __ATOMIC_RELAXED);
-	__atomic_store_n(&slots[i].hash, h, __ATOMIC_RELEASE);
+	__atomic_store_n(&slots[i], slot, __ATOMIC_RELEASE);
 }
 
 static void *
@@ -125,6 +194,13 @@ table_map(tfa_stack_table_t *t, size_t bytes)
 	if (p != NULL)
 		__atomic_fetch_add(&t->mapped, bytes, __ATOMIC_RELAXED);
 	return p;
+}
+
+static void
+table_unmap(tfa_stack_table_t *t, void *p, size_t bytes)
+{
+	tfa_arena_unmap(p, bytes);
+	__atomic_fetch_sub(&t->mapped, bytes, __ATOMIC_RELAXED);
 }
 
 /*
@@ -138,7 +214,7 @@ static int
 index_grow(tfa_stack_table_t *t, uint32_t lg_cap)
 {
 	uintptr_t old = t->index;
-	tfa_stack_slot_t *slots = table_map(t, sizeof(tfa_stack_slot_t) << lg_cap);
+	uint64_t *slots = table_map(t, sizeof(uint64_t) << lg_cap);
 
 	if (slots == NULL)
 		return -1;
@@ -148,15 +224,14 @@ index_grow(tfa_stack_table_t *t, uint32_t lg_cap)
 		return 0;
 	}
 
-	tfa_stack_slot_t *old_slots = index_slots(old);
+	uint64_t *old_slots = index_slots(old);
 	uint64_t old_cap = (uint64_t)1 << index_lg_cap(old);
 	for (uint64_t i = 0; i < old_cap; i++)
-		if (old_slots[i].hash != 0)
-			index_place(slots, lg_cap, old_slots[i].hash, old_slots[i].rec);
+		if (old_slots[i] != 0)
+			index_place(slots, lg_cap, old_slots[i]);
 	__atomic_store_n(&t->index, (uintptr_t)slots | lg_cap, __ATOMIC_RELEASE);
-	if (madvise(old_slots, old_cap * sizeof(tfa_stack_slot_t), MADV_DONTNEED) == 0)
-		__atomic_fetch_sub(&t->mapped, old_cap * sizeof(tfa_stack_slot_t),
-		                   __ATOMIC_RELAXED);
+	if (madvise(old_slots, old_cap * sizeof(uint64_t), MADV_DONTNEED) == 0)
+		__atomic_fetch_sub(&t->mapped, old_cap * sizeof(uint64_t), __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -180,12 +255,16 @@ index_make_room(tfa_stack_table_t *t)
 	return n * 4 <= ((uint64_t)3 << lg_cap);
 }
 
-/* The directory slot of id, mapping its leaf when needed.  REQUIRES: lock held. */
-static const tfa_stack_rec_t **
+/*
+ * The directory slot of id, mapping its leaf when needed (id 0's slot is
+ * never used: indexing by id saves the hot path a subtraction).  REQUIRES:
+ * lock held.
+ */
+static tfa_stack_node_t *
 dir_slot(tfa_stack_table_t *t, uint32_t id)
 {
-	uint32_t leaf_no = (id - 1) >> TFA_STACK_DIR_LEAF_LG;
-	const tfa_stack_rec_t **leaf = t->dir[leaf_no];
+	uint32_t leaf_no = id >> TFA_STACK_DIR_LEAF_LG;
+	tfa_stack_node_t *leaf = t->dir[leaf_no];
 
 	if (leaf == NULL) {
 		leaf = table_map(t, TFA_STACK_DIR_LEAF * sizeof(*leaf));
@@ -193,36 +272,105 @@ dir_slot(tfa_stack_table_t *t, uint32_t id)
 			return NULL;
 		__atomic_store_n(&t->dir[leaf_no], leaf, __ATOMIC_RELEASE);
 	}
-	return &leaf[(id - 1) & (TFA_STACK_DIR_LEAF - 1)];
+	return &leaf[id & (TFA_STACK_DIR_LEAF - 1)];
+}
+
+static TFA_ALWAYS_INLINE uint64_t
+child_hash(const tfa_stack_node_t *parent, uintptr_t pc)
+{
+	return mix(pc ^ UINT64_C(0xa0761d6478bd642f), (uintptr_t)parent ^ UINT64_C(0xe7037ed1a0b428db));
+}
+
+/* The node of pc under parent (NULL: an outermost frame), or 0.  REQUIRES: lock held. */
+static uint32_t
+child_find(const tfa_stack_table_t *t, const tfa_stack_node_t *parent, uintptr_t pc)
+{
+	if (t->children == NULL)
+		return 0;
+	uint32_t mask = (1u << t->children_lg) - 1;
+	uint32_t i = (uint32_t)(child_hash(parent, pc) >> (64 - t->children_lg));
+
+	for (;;) {
+		uint32_t no = t->children[i];
+		if (no == 0)
+			return 0;
+		const tfa_stack_node_t *n = node_at(t, no);
+		if (n->pc == pc && n->parent == parent)
+			return no;
+		i = (i + 1) & mask;
+	}
+}
+
+static void
+child_place(uint32_t *children, uint32_t lg_cap, const tfa_stack_node_t *n, uint32_t no)
+{
+	uint32_t mask = (1u << lg_cap) - 1;
+	uint32_t i = (uint32_t)(child_hash(n->parent, n->pc) >> (64 - lg_cap));
+
+	while (children[i] != 0)
+		i = (i + 1) & mask;
+	children[i] = no;
 }
 
 /*
- * Room for a rec of `bytes`: the tail of a chunk too short for it is left
- * unused (at most 1/128 of a chunk for the deepest stack).  REQUIRES: lock held.
+ * Room for `more` nodes: their chunks mapped, a child index at most 3/4 full
+ * with them.  Only inserts read the child index, under the lock: a replaced
+ * one goes at once.  REQUIRES: lock held.
  */
-static tfa_stack_rec_t *
-rec_alloc(tfa_stack_table_t *t, size_t bytes)
+static bool
+nodes_make_room(tfa_stack_table_t *t, unsigned more)
 {
-	if (t->chunk_left < bytes) {
-		char *chunk = table_map(t, CHUNK_SIZE);
+	if (more == 0)
+		return true;
+	if ((uint64_t)t->nodes + more > TFA_STACK_NODE_MAX)
+		return false;
+	/* Chunks are mapped in order: the last new node's is the only one that can be missing. */
+	uint32_t c = (t->nodes + more) >> TFA_STACK_NODE_CHUNK_LG;
+	if (t->node_chunks[c] == NULL) {
+		tfa_stack_node_t *chunk = table_map(t, NODE_CHUNK_BYTES);
 		if (chunk == NULL)
-			return NULL;
-		*(void **)chunk = t->chunks;
-		t->chunks = chunk;
-		t->chunk_cur = chunk + CHUNK_HEADER;
-		t->chunk_left = CHUNK_SIZE - CHUNK_HEADER;
+			return false;
+		__atomic_store_n(&t->node_chunks[c], chunk, __ATOMIC_RELEASE);
 	}
-	tfa_stack_rec_t *rec = (tfa_stack_rec_t *)t->chunk_cur;
-	t->chunk_cur += bytes;
-	t->chunk_left -= bytes;
-	return rec;
+
+	uint64_t n = (uint64_t)t->nodes + more;
+	if (t->children != NULL && n * 4 <= ((uint64_t)3 << t->children_lg))
+		return true;
+	uint32_t lg_cap = t->children == NULL ? CHILDREN_LG_CAP_INITIAL : t->children_lg + 1;
+	uint32_t *children = table_map(t, sizeof(uint32_t) << lg_cap);
+	if (children == NULL)
+		return false;
+	for (uint32_t no = 1; no <= t->nodes; no++)
+		child_place(children, lg_cap, node_at(t, no), no);
+	if (t->children != NULL)
+		table_unmap(t, t->children, sizeof(uint32_t) << t->children_lg);
+	t->children = children;
+	t->children_lg = lg_cap;
+	return true;
+}
+
+/*
+ * A new node, pc under parent.  Readers reach it only through a stack
+ * published after it.  REQUIRES: lock held, room made.
+ */
+static const tfa_stack_node_t *
+node_add(tfa_stack_table_t *t, const tfa_stack_node_t *parent, uintptr_t pc)
+{
+	uint32_t no = ++t->nodes;
+	tfa_stack_node_t *n =
+	        t->node_chunks[no >> TFA_STACK_NODE_CHUNK_LG] + (no & (TFA_STACK_NODE_CHUNK - 1));
+	n->pc = pc;
+	n->parent = parent;
+	child_place(t->children, t->children_lg, n, no);
+	return n;
 }
 
 /*
  * The locked path: looks again (another thread may have interned the stack,
- * or the caller probed an index retired since), then inserts.  Everything
- * that can fail is done before anything is published, so a failure leaves
- * the table as it was.
+ * or the caller probed an index retired since), then inserts: follows the
+ * stack's outer frames down the trie as far as it has them, and adds a node
+ * for each of the others.  Everything that can fail is done before anything
+ * is published, so a failure leaves the table's stacks as they were.
  */
 static TFA_NOINLINE uint32_t
 intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t h)
@@ -236,33 +384,56 @@ intern_slow(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth, uint64_t
 	if (locked)
 		tfa_lock(&t->lock);
 	if (t->index != 0) {
-		const tfa_stack_rec_t *found = index_find(t->index, h, pcs, depth);
-		if (found != NULL) {
-			id = found->id;
+		id = index_find(t, t->index, h, pcs, depth);
+		if (id != 0)
 			goto out_unlock;
-		}
 	}
 	if (t->count >= TFA_STACK_ID_MAX || (t->limit != 0 && t->count >= t->limit))
 		goto out_unlock;
+
+	/*
+	 * The trie holds the outer frames, pcs[1..depth): level k is frame
+	 * pcs[depth - 1 - k].  The outer frames the last stack inserted had too
+	 * need no probe of the child index (a program that makes new stacks
+	 * walks a tree of calls: the next one differs from the last in its
+	 * inner frames).
+	 */
+	unsigned levels = depth - 1;
+	unsigned k = 0, shared = TFA_MIN(levels, t->path_len);
+	const uintptr_t *outer = pcs + depth - 1;
+	while (k < shared && outer[-(ptrdiff_t)k] == t->path_pcs[k])
+		k++;
+	const tfa_stack_node_t *node = k > 0 ? t->path_nodes[k - 1] : NULL;
+	for (; k < levels; k++) {
+		uint32_t no = child_find(t, node, outer[-(ptrdiff_t)k]);
+		if (no == 0)
+			break;
+		node = node_at(t, no);
+		t->path_pcs[k] = outer[-(ptrdiff_t)k];
+		t->path_nodes[k] = node;
+	}
+	t->path_len = k;
+
 	no_memory = true;
-	if (!index_make_room(t))
+	if (!index_make_room(t) || !nodes_make_room(t, levels - k))
 		goto out_unlock;
-	const tfa_stack_rec_t **slot = dir_slot(t, t->count + 1);
-	if (slot == NULL)
-		goto out_unlock;
-	tfa_stack_rec_t *rec = rec_alloc(t, sizeof(*rec) + depth * sizeof(uintptr_t));
-	if (rec == NULL)
+	tfa_stack_node_t *entry = dir_slot(t, t->count + 1);
+	if (entry == NULL)
 		goto out_unlock;
 	no_memory = false;
 
+	for (; k < levels; k++) {
+		node = node_add(t, node, outer[-(ptrdiff_t)k]);
+		t->path_pcs[k] = outer[-(ptrdiff_t)k];
+		t->path_nodes[k] = node;
+	}
+	t->path_len = levels;
+	entry->pc = pcs[0];
+	entry->parent = node;
 	id = t->count + 1;
-	rec->id = id;
-	rec->depth = depth;
-	memcpy(rec->pcs, pcs, depth * sizeof(uintptr_t));
 	/* By id first: whoever finds the stack in the index can also get it by id. */
-	__atomic_store_n(slot, rec, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->count, id, __ATOMIC_RELEASE);
-	index_place(index_slots(t->index), index_lg_cap(t->index), h, rec);
+	index_place(index_slots(t->index), index_lg_cap(t->index), slot_key(h, depth) << SLOT_ID_BITS | id);
 out_unlock:
 	if (locked)
 		tfa_unlock(&t->lock);
@@ -287,9 +458,9 @@ tfa_stack_table_intern(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned dept
 	uint64_t h = stack_hash(pcs, depth);
 	uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
 	if (tfa_likely(index != 0)) {
-		const tfa_stack_rec_t *rec = index_find(index, h, pcs, depth);
-		if (tfa_likely(rec != NULL))
-			return rec->id;
+		uint32_t id = index_find(t, index, h, pcs, depth);
+		if (tfa_likely(id != 0))
+			return id;
 	}
 	return intern_slow(t, pcs, depth, h);
 }
@@ -304,8 +475,7 @@ tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned 
 	uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
 	if (index == 0)
 		return 0;
-	const tfa_stack_rec_t *rec = index_find(index, stack_hash(pcs, depth), pcs, depth);
-	return rec != NULL ? rec->id : 0;
+	return index_find(t, index, stack_hash(pcs, depth), pcs, depth);
 }
 
 void
@@ -315,18 +485,15 @@ tfa_stack_table_set_limit(tfa_stack_table_t *t, uint32_t limit)
 }
 
 unsigned
-tfa_stack_table_get(const tfa_stack_table_t *t, uint32_t id, const uintptr_t **pcs)
+tfa_stack_table_get(const tfa_stack_table_t *t, uint32_t id, uintptr_t *out, unsigned max)
 {
-	*pcs = NULL;
 	/* The first test is the second's for the compiler, which cannot know count's range. */
 	if (id == 0 || id > TFA_STACK_ID_MAX || id > __atomic_load_n(&t->count, __ATOMIC_ACQUIRE))
 		return 0;
-	const tfa_stack_rec_t **leaf =
-	        __atomic_load_n(&t->dir[(id - 1) >> TFA_STACK_DIR_LEAF_LG], __ATOMIC_ACQUIRE);
-	const tfa_stack_rec_t *rec =
-	        __atomic_load_n(&leaf[(id - 1) & (TFA_STACK_DIR_LEAF - 1)], __ATOMIC_ACQUIRE);
-	*pcs = rec->pcs;
-	return rec->depth;
+	unsigned depth = 0;
+	for (const tfa_stack_node_t *n = stack_node(t, id); n != NULL && depth < max; n = n->parent)
+		out[depth++] = n->pc;
+	return depth;
 }
 
 uint32_t
@@ -347,10 +514,10 @@ tfa_stack_table_foreach(const tfa_stack_table_t *t,
                         void *arg)
 {
 	uint32_t n = tfa_stack_table_count(t);
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX];
 
 	for (uint32_t id = 1; id <= n; id++) {
-		const uintptr_t *pcs;
-		unsigned depth = tfa_stack_table_get(t, id, &pcs);
+		unsigned depth = tfa_stack_table_get(t, id, pcs, TFA_STACK_DEPTH_MAX);
 		fn(arg, id, pcs, depth);
 	}
 }
@@ -360,12 +527,11 @@ tfa_stack_table_destroy(tfa_stack_table_t *t)
 {
 	for (uint32_t lg = 0; lg <= TFA_STACK_INDEX_LG_MAX; lg++)
 		if (t->indexes[lg] != NULL)
-			tfa_arena_unmap(t->indexes[lg], sizeof(tfa_stack_slot_t) << lg);
-	for (void *chunk = t->chunks; chunk != NULL;) {
-		void *prev = *(void **)chunk;
-		tfa_arena_unmap(chunk, CHUNK_SIZE);
-		chunk = prev;
-	}
+			tfa_arena_unmap(t->indexes[lg], sizeof(uint64_t) << lg);
+	for (uint32_t c = 0; c < TFA_STACK_NODE_CHUNKS && t->node_chunks[c] != NULL; c++)
+		tfa_arena_unmap(t->node_chunks[c], NODE_CHUNK_BYTES);
+	if (t->children != NULL)
+		tfa_arena_unmap(t->children, sizeof(uint32_t) << t->children_lg);
 	for (uint32_t i = 0; i < TFA_STACK_DIR_LEAVES; i++)
 		if (t->dir[i] != NULL)
 			tfa_arena_unmap(t->dir[i], TFA_STACK_DIR_LEAF * sizeof(*t->dir[i]));

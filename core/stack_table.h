@@ -8,25 +8,46 @@
  *   stack id   1, 2, 3, ... in the order stacks were first seen; 0 means "no
  *              stack" (none captured, or no memory to keep it).  Ids are
  *              dense, so per-stack statistics can be arrays indexed by id.
- *   stack rec  a stack's id, depth and frames, in append-only chunks mapped
- *              from the arena: once interned, a stack's frames never move, and
- *              a pointer to them stays valid until the table is destroyed.
- *   index      an open-addressing hash table from the 64-bit hash of the
- *              frames to the stack rec.  Lookups take no lock: a slot is
- *              written before its hash is published, and a grown index is
- *              published whole, its address and size in one word.  An index
- *              replaced by a larger one stays mapped for readers still
- *              probing it, but its pages are given back (they read as zeroes,
- *              which a reader takes for a miss and retries under the lock).
- *   directory  id -> stack rec, in leaves of TFA_STACK_DIR_LEAF ids mapped on
- *              first use.
+ *   node       one frame of a trie of stacks: its pc and its parent, the
+ *              node of the next outer frame (NULL for an outermost frame).
+ *              The stacks of one program share most of their outer frames,
+ *              which the trie stores once (heaptrack's trace tree): a stack
+ *              costs the nodes of the frames no stack before it had, not its
+ *              depth.  Nodes live in chunks of TFA_STACK_NODE_CHUNK mapped
+ *              from the arena, named by their number (1, 2, ...); once
+ *              written, a node never changes or moves.
+ *   directory  id -> the stack's innermost frame, as a node of its own whose
+ *              parent is the trie's node of the next outer frame: the
+ *              stack's frames are the chain from there to the root.  An
+ *              innermost frame (the allocation's call site under its
+ *              callers) is rarely any other stack's, and no stack is ever
+ *              looked for under it: it stays out of the trie and its child
+ *              index.  In leaves of TFA_STACK_DIR_LEAF ids mapped on first
+ *              use.
+ *   index      an open-addressing hash table from the 64-bit hash of a
+ *              stack's frames to its id: each slot one word, 29 bits of the
+ *              hash, the depth and the id.  Lookups take no lock: a slot is one
+ *              atomic store, made after everything the stack needs, and a
+ *              grown index is published whole, its address and size in one
+ *              word.  An index replaced by a larger one stays mapped for
+ *              readers still probing it, but its pages are given back (they
+ *              read as zeroes, which a reader takes for a miss and retries
+ *              under the lock).  A slot whose hash matches is checked frame by
+ *              frame against the node chain: equal ids mean equal frames.
+ *   child index  (parent node, pc) -> node, an open-addressing table of node
+ *              numbers that inserts walk from the outermost frame inward to
+ *              find the frames already in the trie.  Only inserts use it,
+ *              under the lock.
  *
  * Only inserts of a stack never seen before take the table's lock, for as
- * long as it takes to copy the frames (and, once per doubling, to rehash the
- * index: O(distinct stacks), readers are not held up).  Memory grows with the
- * number of distinct stacks, never with the number of calls: 8 + 8 * depth
- * bytes per stack for its rec, 32-64 for its share of the index (kept between
- * 1/4 and 1/2 full) and 8 for its directory entry.
+ * long as it takes to find its known outer frames and add the others (and,
+ * once per doubling, to rehash an index: O(distinct stacks) or O(nodes),
+ * readers are not held up).  Memory grows with the number of distinct stacks
+ * and the outer frames they do not share, never with the number of calls:
+ * 16 bytes per node and 5-11 for its share of the child index (kept between
+ * 3/8 and 3/4 full), 16-32 bytes per stack for its share of the index
+ * (between 1/4 and 1/2 full) and 16 for its directory entry, its innermost
+ * frame.
  */
 #ifndef TFA_CORE_STACK_TABLE_H
 #define TFA_CORE_STACK_TABLE_H
@@ -38,28 +59,28 @@
 #include "core/common.h"
 #include "core/lock.h"
 
-/* Deeper stacks are truncated to their innermost TFA_STACK_DEPTH_MAX frames. */
+/* Deeper stacks are truncated to their innermost TFA_STACK_DEPTH_MAX frames (9 bits). */
 #define TFA_STACK_DEPTH_MAX 256
 
 #define TFA_STACK_DIR_LEAF_LG 12
 #define TFA_STACK_DIR_LEAF    (1u << TFA_STACK_DIR_LEAF_LG)
 #define TFA_STACK_DIR_LEAVES  16384u
-/* 67 million distinct stacks: past that, intern returns 0. */
+/* 67 million distinct stacks (26 bits): past that, intern returns 0. */
 #define TFA_STACK_ID_MAX      (TFA_STACK_DIR_LEAF * TFA_STACK_DIR_LEAVES - 1)
 
-typedef struct tfa_stack_rec_s {
-	uint32_t id;
-	uint32_t depth;
-	uintptr_t pcs[];
-} tfa_stack_rec_t;
+typedef struct tfa_stack_node_s {
+	uintptr_t pc;
+	const struct tfa_stack_node_s *parent; /* the next outer frame; NULL: outermost */
+} tfa_stack_node_t;
 
-typedef struct tfa_stack_slot_s {
-	uint64_t hash; /* 0: empty; written last */
-	const tfa_stack_rec_t *rec;
-} tfa_stack_slot_t;
+#define TFA_STACK_NODE_CHUNK_LG 12 /* 4096 nodes: 64 KiB */
+#define TFA_STACK_NODE_CHUNK    (1u << TFA_STACK_NODE_CHUNK_LG)
+#define TFA_STACK_NODE_CHUNKS   32768u
+/* 134 million nodes (2 GiB of them): past that, new stacks that need nodes get 0. */
+#define TFA_STACK_NODE_MAX      (TFA_STACK_NODE_CHUNK * TFA_STACK_NODE_CHUNKS - 1)
 
 /* An index has 2^lg_cap slots; lg_cap never passes this (ids run out first). */
-#define TFA_STACK_INDEX_LG_MAX 31
+#define TFA_STACK_INDEX_LG_MAX 28
 
 /*
  * Zero-initialised storage is an empty, usable table.  The fields readers
@@ -69,14 +90,20 @@ typedef struct tfa_stack_table_s {
 	uintptr_t index TFA_ALIGNED_CACHELINE; /* slots | lg_cap, published with release */
 	uint32_t count;                        /* ids 1..count are published */
 	tfa_lock_t lock TFA_ALIGNED_CACHELINE; /* serialises inserts */
-	char *chunk_cur;                       /* bump allocation of stack recs */
-	size_t chunk_left;
-	void *chunks;  /* every chunk, linked through its first word */
+	uint32_t nodes;          /* nodes 1..nodes are in use (0 is none) */
+	uint32_t children_lg;    /* the child index has 2^children_lg slots */
+	uint32_t *children;      /* the child index: node numbers, 0 empty */
 	size_t mapped; /* bytes mapped for the table; read without the lock */
 	uint32_t limit; /* ids past this are not handed out; 0: TFA_STACK_ID_MAX */
 	bool starved;   /* a new stack found no memory: stacks are missing from here on */
-	tfa_stack_slot_t *indexes[TFA_STACK_INDEX_LG_MAX + 1]; /* each one mapped, by lg_cap */
-	const tfa_stack_rec_t **dir[TFA_STACK_DIR_LEAVES];
+	uint64_t *indexes[TFA_STACK_INDEX_LG_MAX + 1]; /* each one mapped, by lg_cap */
+	/* The last stack inserted, outermost frame first: the next one likely shares its outer frames. */
+	unsigned path_len;
+	uintptr_t path_pcs[TFA_STACK_DEPTH_MAX];
+	const tfa_stack_node_t *path_nodes[TFA_STACK_DEPTH_MAX];
+	tfa_stack_node_t *node_chunks[TFA_STACK_NODE_CHUNKS]; /* mapped in order; lookups hold pointers */
+	/* Read by lookups, written once per leaf: away from the writer's fields. */
+	tfa_stack_node_t *dir[TFA_STACK_DIR_LEAVES] TFA_ALIGNED_CACHELINE; /* by id: innermost frames */
 } tfa_stack_table_t;
 
 /* The process's stacks, shared by every tracker. */
@@ -103,11 +130,12 @@ uint32_t tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, 
 void tfa_stack_table_set_limit(tfa_stack_table_t *t, uint32_t limit);
 
 /*
- * The depth of stack id, and in *pcs its frames, which stay where they are
- * until the table is destroyed.  Returns 0 (and *pcs NULL) for id 0 and ids
- * never handed out.  [never allocates] [lock-free]
+ * Copies the frames of stack id, innermost first, into out[0..max): returns
+ * how many it copied, the stack's depth when max is at least that
+ * (TFA_STACK_DEPTH_MAX always is), its innermost frames otherwise.  Returns
+ * 0 for id 0 and ids never handed out.  [never allocates] [lock-free]
  */
-unsigned tfa_stack_table_get(const tfa_stack_table_t *t, uint32_t id, const uintptr_t **pcs);
+unsigned tfa_stack_table_get(const tfa_stack_table_t *t, uint32_t id, uintptr_t *out, unsigned max);
 
 /* Stacks in the table: the ids in use are 1..count.  [lock-free] */
 uint32_t tfa_stack_table_count(const tfa_stack_table_t *t);
@@ -116,8 +144,10 @@ uint32_t tfa_stack_table_count(const tfa_stack_table_t *t);
 size_t tfa_stack_table_bytes(const tfa_stack_table_t *t);
 
 /*
- * Calls fn on every stack in id order.  Stacks interned meanwhile by other
- * threads may or may not be visited.  [lock-free]
+ * Calls fn on every stack in id order, with its frames in a buffer of
+ * foreach's (valid during the call; TFA_STACK_DEPTH_MAX frames on the
+ * stack).  Stacks interned meanwhile by other threads may or may not be
+ * visited.  [never allocates] [lock-free]
  */
 void tfa_stack_table_foreach(const tfa_stack_table_t *t,
                              void (*fn)(void *arg, uint32_t id, const uintptr_t *pcs,
@@ -126,8 +156,7 @@ void tfa_stack_table_foreach(const tfa_stack_table_t *t,
 
 /*
  * Unmaps everything; the table is empty and usable again afterwards.
- * REQUIRES: no other thread uses the table, and no frame pointer from
- * tfa_stack_table_get is used afterwards.
+ * REQUIRES: no other thread uses the table.
  */
 void tfa_stack_table_destroy(tfa_stack_table_t *t);
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * core/stack_table.h: deduplication, dense ids, frames that never move,
- * 200,000 distinct stacks with memory that grows with them and not with the
- * calls, threads interning overlapping sets, arena exhaustion at every map,
- * and fork (the insert lock held across it, reset in the child).
+ * core/stack_table.h: deduplication, dense ids, frames read back unchanged
+ * however the table grows, 200,000 distinct stacks with memory that grows
+ * with them and not with the calls, outer frames stored once (stacks that
+ * share them, or differ only in the outermost frame or in depth), threads
+ * interning overlapping sets, arena exhaustion at every map, and fork (the
+ * insert lock held across it, reset in the child).
  */
 #include "core/stack_table.h"
 
@@ -60,18 +62,18 @@ holds_stack(uint32_t id, uint32_t k)
 {
 	uintptr_t want[STACK_DEPTH_MAX];
 	unsigned want_depth = make_stack(k, want);
-	const uintptr_t *pcs;
-	unsigned depth = tfa_stack_table_get(&table, id, &pcs);
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX];
+	unsigned depth = tfa_stack_table_get(&table, id, pcs, TFA_STACK_DEPTH_MAX);
 
-	return depth == want_depth && pcs != NULL && memcmp(pcs, want, depth * sizeof(*pcs)) == 0;
+	return depth == want_depth && memcmp(pcs, want, depth * sizeof(*pcs)) == 0;
 }
 
 /* The k a stored stack was made from, when it is well formed; UINT32_MAX otherwise. */
 static uint32_t
 stack_k(uint32_t id)
 {
-	const uintptr_t *pcs;
-	unsigned depth = tfa_stack_table_get(&table, id, &pcs);
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX];
+	unsigned depth = tfa_stack_table_get(&table, id, pcs, TFA_STACK_DEPTH_MAX);
 
 	if (depth == 0)
 		return UINT32_MAX;
@@ -79,11 +81,14 @@ stack_k(uint32_t id)
 	return holds_stack(id, k) ? k : UINT32_MAX;
 }
 
-static size_t
-rec_bytes(uint32_t k)
+/* Whether id holds pcs[0..depth). */
+static bool
+holds(uint32_t id, const uintptr_t *pcs, unsigned depth)
 {
-	uintptr_t pcs[STACK_DEPTH_MAX];
-	return sizeof(tfa_stack_rec_t) + make_stack(k, pcs) * sizeof(uintptr_t);
+	uintptr_t got[TFA_STACK_DEPTH_MAX];
+
+	return tfa_stack_table_get(&table, id, got, TFA_STACK_DEPTH_MAX) == depth
+	       && memcmp(got, pcs, depth * sizeof(*pcs)) == 0;
 }
 
 /* ---- basics ------------------------------------------------------------------------------- */
@@ -91,12 +96,10 @@ rec_bytes(uint32_t k)
 START_TEST(test_stack_table_dedup)
 {
 	uintptr_t a[] = { 0x401000, 0x402000, 0x403000 }, b[] = { 0x401000, 0x402000, 0x403008 };
-	uintptr_t a_copy[3];
-	const uintptr_t *pcs, *again;
+	uintptr_t a_copy[3], pcs[4];
 
 	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 0);
-	ck_assert_ptr_null(pcs);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, pcs, 4), 0);
 
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
@@ -106,23 +109,28 @@ START_TEST(test_stack_table_dedup)
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 3), 1);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
 
-	/* The frames are a copy, at an address that does not change. */
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 3);
-	ck_assert_ptr_ne(pcs, a);
-	ck_assert_mem_eq(pcs, a, sizeof(a));
+	/* The frames are a copy: the caller's may change. */
 	memset(a_copy, 0, sizeof(a_copy));
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &again), 3);
-	ck_assert_ptr_eq(again, pcs);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 2, &pcs), 3);
+	a[1] = 0x402008;
+	pcs[3] = 0xdead;
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, pcs, 4), 3);
+	ck_assert_mem_eq(pcs, ((uintptr_t[]){ 0x401000, 0x402000, 0x403000 }), sizeof(a));
+	ck_assert_uint_eq(pcs[3], 0xdead); /* nothing past the depth */
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 2, pcs, 4), 3);
 	ck_assert_mem_eq(pcs, b, sizeof(b));
+
+	/* A short buffer gets the innermost frames, and nothing past it. */
+	memset(pcs, 0, sizeof(pcs));
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 2, pcs, 2), 2);
+	ck_assert_mem_eq(pcs, b, 2 * sizeof(*b));
+	ck_assert_uint_eq(pcs[2], 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 2, pcs, 0), 0);
 
 	/* No stack, and ids never handed out. */
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 0), 0);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 0, &pcs), 0);
-	ck_assert_ptr_null(pcs);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 3, &pcs), 0);
-	ck_assert_ptr_null(pcs);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, UINT32_MAX, &pcs), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 0, pcs, 4), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 3, pcs, 4), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, UINT32_MAX, pcs, 4), 0);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
 }
 END_TEST
@@ -171,10 +179,8 @@ START_TEST(test_stack_table_distinguishes)
 		ck_assert_uint_eq(ids[i], i + 1);
 	}
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(depths); i++) {
-		const uintptr_t *pcs;
 		ck_assert_uint_eq(tfa_stack_table_intern(&table, frames[i], depths[i]), ids[i]);
-		ck_assert_uint_eq(tfa_stack_table_get(&table, ids[i], &pcs), depths[i]);
-		ck_assert_mem_eq(pcs, frames[i], depths[i] * sizeof(uintptr_t));
+		ck_assert(holds(ids[i], frames[i], depths[i]));
 	}
 	ck_assert_uint_eq(tfa_stack_table_count(&table), TFA_ARRAY_SIZE(depths));
 }
@@ -185,14 +191,12 @@ START_TEST(test_stack_table_truncates_deep_stacks)
 {
 	enum { DEEP = TFA_STACK_DEPTH_MAX + 44 };
 	uintptr_t deep[DEEP];
-	const uintptr_t *pcs;
 
 	for (unsigned i = 0; i < DEEP; i++)
 		deep[i] = 0x500000 + i * 8;
 	uint32_t id = tfa_stack_table_intern(&table, deep, DEEP);
 	ck_assert_uint_eq(id, 1);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, id, &pcs), TFA_STACK_DEPTH_MAX);
-	ck_assert_mem_eq(pcs, deep, TFA_STACK_DEPTH_MAX * sizeof(uintptr_t));
+	ck_assert(holds(id, deep, TFA_STACK_DEPTH_MAX));
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, deep, TFA_STACK_DEPTH_MAX), id);
 	deep[DEEP - 1] = 1; /* beyond the limit: the same stack */
 	ck_assert_uint_eq(tfa_stack_table_intern(&table, deep, DEEP), id);
@@ -201,20 +205,200 @@ START_TEST(test_stack_table_truncates_deep_stacks)
 }
 END_TEST
 
-/* Frames handed out stay where they are while the table grows around them. */
+/* A stack reads back the same while the table grows around it (its nodes never move). */
 START_TEST(test_stack_table_frames_never_move)
 {
-	const uintptr_t *first, *now;
-	uintptr_t copy[STACK_DEPTH_MAX];
-
 	ck_assert_uint_eq(intern_k(0), 1);
-	unsigned depth = tfa_stack_table_get(&table, 1, &first);
-	memcpy(copy, first, depth * sizeof(*first));
+	ck_assert(holds_stack(1, 0));
 	for (uint32_t k = 1; k < 100000; k++)
 		ck_assert_uint_eq(intern_k(k), k + 1);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &now), depth);
-	ck_assert_ptr_eq(now, first);
-	ck_assert_mem_eq(first, copy, depth * sizeof(*first));
+	ck_assert(holds_stack(1, 0));
+	ck_assert(holds_stack(100000, 99999));
+}
+END_TEST
+
+/* ---- the trie ----------------------------------------------------------------------------- */
+
+/*
+ * Stacks that differ only in their outermost frame, or only in depth (one
+ * is the other's inner or outer part), are other stacks.  The trie holds
+ * the frames outer to the innermost, once: a stack that is the outer part
+ * of a known one needs no new node.
+ */
+START_TEST(test_stack_table_outer_frames_and_depth)
+{
+	static const uintptr_t a[] = { 0x1000, 0x2000, 0x3000, 0x4000 };
+	static const uintptr_t b[] = { 0x1000, 0x2000, 0x3000, 0x4008 }; /* a's but the outermost */
+
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 4), 1);
+	ck_assert_uint_eq(table.nodes, 3);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, b, 4), 2);
+	ck_assert_uint_eq(table.nodes, 6); /* another root: nothing shared */
+
+	/* a's outer parts: a + 1, a + 2, a + 3 are its chain from the second frame on. */
+	for (unsigned skip = 1; skip < 4; skip++) {
+		ck_assert_uint_eq(tfa_stack_table_find(&table, a + skip, 4 - skip), 0);
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, a + skip, 4 - skip), 2 + skip);
+	}
+	ck_assert_uint_eq(table.nodes, 6);
+
+	/* a's inner parts (its first frames): their outermost frame is another root. */
+	for (unsigned depth = 1; depth < 4; depth++)
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, a, depth), 5 + depth);
+	ck_assert_uint_eq(table.nodes, 6 + 0 + 1 + 2);
+
+	/* One frame more on the outside of a (a caller of its outermost): all new. */
+	uintptr_t longer[] = { 0x1000, 0x2000, 0x3000, 0x4000, 0x5000 };
+	uint32_t nodes = table.nodes;
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, longer, 5), 9);
+	ck_assert_uint_eq(table.nodes, nodes + 4);
+	/* ...and one more on the inside (a callee of its innermost): a's frames are its outer ones. */
+	uintptr_t inner[] = { 0x0800, 0x1000, 0x2000, 0x3000, 0x4000 };
+	nodes = table.nodes;
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, inner, 5), 10);
+	ck_assert_uint_eq(table.nodes, nodes + 1);
+
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 10);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, a, 4), 1);
+	ck_assert_uint_eq(tfa_stack_table_intern(&table, b, 4), 2);
+	ck_assert(holds(1, a, 4));
+	ck_assert(holds(2, b, 4));
+	for (unsigned skip = 1; skip < 4; skip++) {
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, a + skip, 4 - skip), 2 + skip);
+		ck_assert(holds(2 + skip, a + skip, 4 - skip));
+	}
+	for (unsigned depth = 1; depth < 4; depth++) {
+		ck_assert_uint_eq(tfa_stack_table_find(&table, a, depth), 5 + depth);
+		ck_assert(holds(5 + depth, a, depth));
+	}
+	ck_assert(holds(9, longer, 5));
+	ck_assert(holds(10, inner, 5));
+}
+END_TEST
+
+/*
+ * Stack k of a binary call tree: the path to k from the root of a complete
+ * binary tree (heap numbering), one frame per level: a left or right call
+ * site at that level, under a common outer part of `outer` frames.  Every
+ * stack is its parent's with one frame more on the inside.
+ */
+static unsigned
+tree_stack(uint32_t k, unsigned outer, uintptr_t *pcs)
+{
+	unsigned levels = 0;
+
+	for (uint32_t j = k; j > 1; j >>= 1)
+		levels++;
+	unsigned depth = levels + 1 + outer;
+	uintptr_t *p = pcs;
+	*p++ = 0x600000 + levels; /* the allocation's site */
+	for (uint32_t j = k; j > 1; j >>= 1)
+		*p++ = 0x610000 + (uintptr_t)(j & 1) * 0x100 + (uintptr_t)levels-- * 8;
+	for (unsigned i = 0; i < outer; i++)
+		*p++ = 0x7f1000000000 + (uintptr_t)i * 64;
+	return depth;
+}
+
+/* What the whole-array layout cost: 8 bytes of id and depth, then the frames, per stack. */
+#define SHARED_STACKS 10000u
+#define SHARED_OUTER  40u
+
+/* 10,000 stacks under one 40-frame outer part: their innermost frames, not 41 frames each. */
+START_TEST(test_stack_table_shared_outer_frames_bytes)
+{
+	uintptr_t pcs[SHARED_OUTER + 1];
+	size_t whole_array = 0;
+
+	for (unsigned i = 0; i < SHARED_OUTER; i++)
+		pcs[1 + i] = 0x7f2000000000 + (uintptr_t)i * 64;
+	for (uint32_t k = 0; k < SHARED_STACKS; k++) {
+		pcs[0] = 0x400000 + (uintptr_t)k * 16;
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs, SHARED_OUTER + 1), k + 1);
+		whole_array += 8 + (SHARED_OUTER + 1) * sizeof(uintptr_t);
+	}
+	ck_assert_uint_eq(table.nodes, SHARED_OUTER);
+	size_t bytes = tfa_stack_table_bytes(&table);
+	/*
+	 * The index (16 to 32 bytes a stack), the directory (16), the nodes
+	 * of the outer part and their child index, each in its mappings: 52
+	 * a stack here, against 336 of frames alone in whole arrays.
+	 */
+	ck_assert_msg(bytes < 64 * SHARED_STACKS, "%zu bytes for %u stacks", bytes, SHARED_STACKS);
+	ck_assert_uint_lt(bytes * 5, whole_array);
+	for (uint32_t k = 0; k < SHARED_STACKS; k += 97) {
+		pcs[0] = 0x400000 + (uintptr_t)k * 16;
+		ck_assert_uint_eq(tfa_stack_table_find(&table, pcs, SHARED_OUTER + 1), k + 1);
+		ck_assert(holds(k + 1, pcs, SHARED_OUTER + 1));
+	}
+
+	/* A binary call tree: its stacks share all but their innermost frame. */
+	tfa_stack_table_destroy(&table);
+	uint32_t n = 1u << 14;
+	for (uint32_t k = 1; k < n; k++) {
+		unsigned depth = tree_stack(k, 10, pcs);
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs, depth), k);
+	}
+	/* The outer part once, and per stack its level's call (its site is its own). */
+	ck_assert_uint_eq(table.nodes, 10 + n - 2);
+	for (uint32_t k = 1; k < n; k++) {
+		unsigned depth = tree_stack(k, 10, pcs);
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs, depth), k);
+		ck_assert(holds(k, pcs, depth));
+	}
+}
+END_TEST
+
+/* foreach hands each stack's frames, whole, in id order; get copies the same. */
+struct tree_visit {
+	uint32_t next_id;
+	uint32_t bad;
+};
+
+static void
+tree_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
+{
+	struct tree_visit *c = arg;
+	uintptr_t want[64];
+	unsigned want_depth = tree_stack(id, 3, want);
+
+	if (id != c->next_id++ || depth != want_depth
+	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
+		c->bad++;
+}
+
+START_TEST(test_stack_table_get_foreach_round_trip)
+{
+	uintptr_t pcs[64], got[64];
+	const uint32_t n = 5000;
+
+	/* Deepest first: each stack's inner frames before the outer part they share. */
+	for (uint32_t k = n - 1; k >= 1; k--) {
+		unsigned depth = tree_stack(k, 3, pcs);
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs, depth), n - k);
+	}
+	for (uint32_t k = 1; k < n; k++) {
+		unsigned depth = tree_stack(k, 3, pcs);
+		ck_assert_uint_eq(tfa_stack_table_get(&table, n - k, got, 64), depth);
+		ck_assert_mem_eq(got, pcs, depth * sizeof(*pcs));
+	}
+	ck_assert_uint_eq(tfa_stack_table_count(&table), n - 1);
+
+	/* Outermost first. */
+	tfa_stack_table_destroy(&table);
+	for (uint32_t k = 1; k < n; k++) {
+		unsigned depth = tree_stack(k, 3, pcs);
+		ck_assert_uint_eq(tfa_stack_table_intern(&table, pcs, depth), k);
+	}
+	for (uint32_t k = 1; k < n; k++) {
+		unsigned depth = tree_stack(k, 3, pcs);
+		ck_assert_uint_eq(tfa_stack_table_get(&table, k, got, 64), depth);
+		ck_assert_mem_eq(got, pcs, depth * sizeof(*pcs));
+		ck_assert_uint_eq(tfa_stack_table_find(&table, got, depth), k);
+	}
+	struct tree_visit ctx = { .next_id = 1 };
+	tfa_stack_table_foreach(&table, tree_visit, &ctx);
+	ck_assert_uint_eq(ctx.bad, 0);
+	ck_assert_uint_eq(ctx.next_id, n);
 }
 END_TEST
 
@@ -242,14 +426,15 @@ visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 START_TEST(test_stack_table_many_distinct)
 {
 	size_t arena_before = tfa_arena_mapped_bytes();
-	size_t recs = 0;
+	size_t frames = 0;
 
 	/* Ids are dense, in the order stacks are first seen. */
 	for (uint32_t k = 0; k < MANY; k++) {
+		uintptr_t pcs[STACK_DEPTH_MAX];
 		uint32_t id = intern_k(k);
 		if (id != k + 1)
 			ck_abort_msg("stack %u: id %u", k, id);
-		recs += rec_bytes(k);
+		frames += make_stack(k, pcs);
 	}
 	ck_assert_uint_eq(tfa_stack_table_count(&table), MANY);
 	size_t bytes = tfa_stack_table_bytes(&table);
@@ -265,13 +450,16 @@ START_TEST(test_stack_table_many_distinct)
 	ck_assert_uint_eq(tfa_stack_table_count(&table), MANY);
 
 	/*
-	 * What distinct stacks cost: their recs; an index at most 4 slots of 16
-	 * bytes per stack (the replaced ones given back); 8 bytes of directory
-	 * per id in 32 KiB leaves; at most 1/100 of each chunk left unused, and
-	 * the unused part of the last.
+	 * What distinct stacks cost: 16 bytes a node, and no more nodes than
+	 * outer frames; a child index at most 8/3 slots of 4 bytes a node; an
+	 * index at most 4 slots of 8 bytes per stack (the replaced ones given
+	 * back); 16 bytes of directory per id in 64 KiB leaves; the unused
+	 * part of the last node chunk (64 KiB).
 	 */
-	size_t bound = recs + recs / 100 + (size_t)MANY * (64 + 8) + (32 << 10) + (256 << 10);
-	ck_assert_uint_ge(bytes, recs);
+	size_t nodes = table.nodes;
+	size_t bound = nodes * 16 + nodes * 32 / 3 + (size_t)MANY * (32 + 16) + (64 << 10) + (64 << 10);
+	ck_assert_uint_le(nodes, frames - MANY);
+	ck_assert_uint_ge(bytes, nodes * 16 + (size_t)MANY * (16 + 16));
 	ck_assert_uint_le(bytes, bound);
 	ck_assert_uint_ge(arena - arena_before, bytes);
 
@@ -380,40 +568,152 @@ START_TEST(test_stack_table_threads)
 }
 END_TEST
 
+/*
+ * Threads intern the stacks of one call tree, each in its own order: the
+ * nodes of shared outer frames are created by whichever thread comes first,
+ * the others find them; a reader checks every published stack meanwhile.
+ */
+#ifdef __SANITIZE_THREAD__
+#	define TREE_STACKS 4000u
+#else
+#	define TREE_STACKS 40000u
+#endif
+#define TREE_OUTER 20u
+
+static uint32_t tree_ids[MT_THREADS][TREE_STACKS];
+
+/* The k a stored tree stack was made from, when it is whole; 0 otherwise. */
+static uint32_t
+tree_k(uint32_t id)
+{
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX], want[TFA_STACK_DEPTH_MAX];
+	unsigned depth = tfa_stack_table_get(&table, id, pcs, TFA_STACK_DEPTH_MAX);
+
+	if (depth < 1 + TREE_OUTER || pcs[0] - 0x600000 != depth - 1 - TREE_OUTER)
+		return 0;
+	uint32_t k = 1;
+	for (unsigned m = depth - 1 - TREE_OUTER; m >= 1; m--)
+		k = 2 * k + (uint32_t)((pcs[m] >> 8) & 1);
+	if (k >= TREE_STACKS || tree_stack(k, TREE_OUTER, want) != depth
+	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
+		return 0;
+	return k;
+}
+
+static void *
+tree_intern(void *arg)
+{
+	uint32_t t = (uint32_t)(uintptr_t)arg;
+	static const uint32_t strides[MT_THREADS] = { 1, 7, 11, 13 };
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX];
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t j = 0; j < TREE_STACKS - 1; j++) {
+			/* Thread 0 goes from the root down, thread 1 from the leaves up. */
+			uint32_t k = 1 + (uint32_t)(((uint64_t)j * strides[t] + t * 101u) % (TREE_STACKS - 1));
+			if (t == 1)
+				k = TREE_STACKS - 1 - j;
+			unsigned depth = tree_stack(k, TREE_OUTER, pcs);
+			uint32_t id = tfa_stack_table_intern(&table, pcs, depth);
+			if (id == 0 || (tree_ids[t][k] != 0 && tree_ids[t][k] != id) || tree_k(id) != k)
+				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+			tree_ids[t][k] = id;
+		}
+	}
+	return NULL;
+}
+
+static void *
+tree_read(void *arg)
+{
+	uint64_t x = (uintptr_t)arg | 1;
+
+	while (!__atomic_load_n(&mt_stop, __ATOMIC_RELAXED)) {
+		uint32_t n = tfa_stack_table_count(&table);
+		if (n == 0)
+			continue;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t id = 1 + (uint32_t)(x % n);
+		uint32_t k = tree_k(id);
+		uintptr_t pcs[TFA_STACK_DEPTH_MAX];
+		/* Not find: a probe of an index just replaced misses, intern looks again under the lock. */
+		if (k == 0 || tfa_stack_table_intern(&table, pcs, tree_stack(k, TREE_OUTER, pcs)) != id)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_stack_table_threads_shared_nodes)
+{
+	pthread_t th[MT_THREADS], reader;
+	static bool seen[TREE_STACKS];
+
+	ck_assert_int_eq(pthread_create(&reader, NULL, tree_read, (void *)(uintptr_t)77), 0);
+	for (uintptr_t t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, tree_intern, (void *)t), 0);
+	for (int t = 0; t < MT_THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	__atomic_store_n(&mt_stop, 1, __ATOMIC_RELAXED);
+	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+
+	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), TREE_STACKS - 1);
+	/* Each node once: the outer part, a call per tree node but the root. */
+	ck_assert_uint_eq(table.nodes, TREE_OUTER + (TREE_STACKS - 2));
+	for (uint32_t k = 1; k < TREE_STACKS; k++) {
+		uint32_t id = tree_ids[0][k];
+		for (int t = 1; t < MT_THREADS; t++)
+			if (tree_ids[t][k] != id)
+				ck_abort_msg("stack %u: id %u on thread 0, %u on thread %d", k, id,
+				             tree_ids[t][k], t);
+		if (id == 0 || id >= TREE_STACKS || seen[id])
+			ck_abort_msg("stack %u: id %u out of range or given twice", k, id);
+		seen[id] = true;
+		if (tree_k(id) != k)
+			ck_abort_msg("stack %u: id %u holds other frames", k, id);
+	}
+}
+END_TEST
+
 /* ---- memory exhaustion -------------------------------------------------------------------- */
 
 START_TEST(test_stack_table_arena_exhausted)
 {
-	const uintptr_t *pcs;
+	uintptr_t pcs[TFA_STACK_DEPTH_MAX];
 
 	tfa_arena_inject_failure(0);
 	ck_assert_uint_eq(intern_k(0), 0);
 	ck_assert_uint_eq(intern_k(0), 0);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
 	ck_assert_uint_eq(tfa_stack_table_bytes(&table), 0);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, &pcs), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, 1, pcs, TFA_STACK_DEPTH_MAX), 0);
 
 	tfa_arena_inject_failure(-1);
 	ck_assert_uint_eq(intern_k(0), 1);
 	ck_assert(holds_stack(1, 0));
+	/* Stack 0 is one frame, which needs no node: stack 1 maps the first node chunk. */
+	ck_assert_uint_eq(intern_k(1), 2);
 
 	/*
-	 * With every map failing, new stacks go in until the current chunk (or
-	 * the index, or the directory leaf) is full, then get 0; known stacks
-	 * keep their ids throughout, since finding one needs no memory.
+	 * With every map failing, new stacks go in until the current node
+	 * chunk (or the child index, or the index, or the directory leaf) is
+	 * full, then get 0; known stacks keep their ids throughout, since
+	 * finding one needs no memory.
 	 */
 	tfa_arena_inject_failure(0);
-	uint32_t k = 1, id;
+	uint32_t k = 2, id;
 	while ((id = intern_k(k)) != 0) {
 		ck_assert_uint_eq(id, k + 1);
 		k++;
 	}
-	ck_assert_uint_gt(k, 1);
+	ck_assert_uint_gt(k, 2);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), k);
 	for (uint32_t i = 0; i < k; i++)
 		ck_assert_uint_eq(intern_k(i), i + 1);
 	ck_assert_uint_eq(intern_k(k), 0);
-	ck_assert_uint_eq(tfa_stack_table_get(&table, k + 1, &pcs), 0);
+	ck_assert_uint_eq(tfa_stack_table_get(&table, k + 1, pcs, TFA_STACK_DEPTH_MAX), 0);
 
 	tfa_arena_inject_failure(-1);
 	ck_assert_uint_eq(intern_k(k), k + 1);
@@ -597,6 +897,9 @@ stack_table_suite(void)
 	tcase_add_test(tc, test_stack_table_limit_and_find);
 	tcase_add_test(tc, test_stack_table_truncates_deep_stacks);
 	tcase_add_test(tc, test_stack_table_frames_never_move);
+	tcase_add_test(tc, test_stack_table_outer_frames_and_depth);
+	tcase_add_test(tc, test_stack_table_shared_outer_frames_bytes);
+	tcase_add_test(tc, test_stack_table_get_foreach_round_trip);
 	tcase_add_test(tc, test_stack_table_arena_exhausted);
 	suite_add_tcase(s, tc);
 
@@ -612,6 +915,7 @@ stack_table_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_stack_table_threads);
+	tcase_add_test(tc, test_stack_table_threads_shared_nodes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fork");
