@@ -9,7 +9,7 @@
  * caller's %rbp is saved (at CFA + an offset) or still in %rbp.  That is the
  * rule of the pc, found once by interpreting the FDE's instructions up to it,
  * then kept in a cache keyed by the return address, so that a walk through
- * known code costs a hash probe and two loads per frame.  libunwind 1.6's
+ * known code costs a probe of the cache and two loads per frame.  libunwind 1.6's
  * unw_backtrace does much the same once its per-thread trace cache knows
  * the frames (7 ns a frame here, this walk 4-5: one chain of dependent
  * loads either way); what this walk saves besides is libunwind's fixed
@@ -94,6 +94,7 @@
 #define RULES_SLOTS_MAX  (1u << 16) /* reserved: 1 MiB */
 #define RULES_SLOTS_MIN  (1u << 10) /* in use at first: 16 KiB */
 #define RULES_LOAD_LOG2  3          /* doubled above one key in 8 slots */
+#define RULES_FAST_PROBES 3         /* slots of its probe sequence fast_step reads */
 #define RULES_PROBES     16
 
 /* Below this, a "return address" is a small integer: something went wrong. */
@@ -129,7 +130,14 @@ typedef struct slot_s {
 	uint64_t rule;
 } slot_t;
 
-#define RULES_RESERVE (RULES_SLOTS_MAX * sizeof(slot_t))
+/*
+ * fast_step reads up to RULES_FAST_PROBES - 1 slots after the last without
+ * wrapping: never claimed, their page never touched.
+ */
+#define RULES_RESERVE                                                                              \
+	(((RULES_SLOTS_MAX + RULES_FAST_PROBES - 1) * sizeof(slot_t) + 4095) & ~(size_t)4095)
+_Static_assert(RULES_FAST_PROBES == 3 && RULES_FAST_PROBES <= RULES_PROBES,
+	       "fast_step reads three slots, unrolled");
 
 static slot_t *slots; /* published with release by tfa_cfi_init */
 static uint32_t cache_mask = RULES_SLOTS_MIN - 1; /* the slots in use, minus 1: only grows */
@@ -901,8 +909,23 @@ fast_step(const slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t stack_en
 	  uintptr_t *sp, uintptr_t *bp)
 {
 	const slot_t *s = slot_at(table, *pc, mask4);
-	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
-		return STEP_SLOW;
+	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc)) {
+		/*
+		 * The next slots of its probe sequence (RULES_FAST_PROBES in all),
+		 * where a key that found its own taken nearly always is: a table
+		 * that doubles is fuller than the hashed 1 MiB was, and the copies
+		 * doubling leaves behind take slots.  Only a miss in the first
+		 * pays.  Not wrapped to slot 0 after the last: a slot with this
+		 * key has its rule wherever it lies, and the reserve has the
+		 * slots past the largest table.
+		 */
+		s++;
+		if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc) {
+			s++;
+			if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc)
+				return STEP_SLOW;
+		}
+	}
 	uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
 	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen)) {
 		/* The outermost frame ends every walk that gets to it: not worth slow_step's call. */
