@@ -9,12 +9,12 @@
  * caller's %rbp is saved (at CFA + an offset) or still in %rbp.  That is the
  * rule of the pc, found once by interpreting the FDE's instructions up to it,
  * then kept in a cache keyed by the return address, so that a walk through
- * known code costs a probe of the cache and two loads per frame.  libunwind 1.6's
- * unw_backtrace does much the same once its per-thread trace cache knows
- * the frames (7 ns a frame here, this walk 4-5: one chain of dependent
- * loads either way); what this walk saves besides is libunwind's fixed
- * cost per capture (its cursor: unw_getcontext, unw_init_local, the cache
- * by pthread_getspecific) and a copy of every frame: 21% of the
+ * known code costs a probe of the cache and two loads per frame.  libunwind
+ * 1.6's unw_backtrace does much the same once its per-thread trace cache
+ * knows the frames (7 ns a frame here, this walk 4-5: one chain of
+ * dependent loads either way); what this walk saves besides is libunwind's
+ * fixed cost per capture (its cursor: unw_getcontext, unw_init_local, the
+ * cache by pthread_getspecific) and a copy of every frame: 21% of the
  * instructions of trees 14 with stacks (see unwind.h).
  *
  * What the rule cannot say, the walk refuses (returns -1) and the caller
@@ -43,22 +43,22 @@
  * sequence (RULES_PROBES slots) is full, the table doubles if it can, or
  * the rule is computed and not kept.
  *
- * Its size follows the return addresses the program's stacks go through,
- * because its resident pages do: RULES_SLOTS_MAX slots (1 MiB) are
- * reserved at init, and only the first mask + 1 are used, RULES_SLOTS_MIN
- * (16 KiB) at first, doubled when more than one slot in 2^RULES_LOAD_LOG2
- * is claimed.  (A hash over the whole 1 MiB touched a page per key: all of
- * it for any program with a few thousand.  Measured, pages resident:
- * sqlite3 240 -> 32, git 225 -> 32, python3 253 -> 64, churn 33 -> 4;
- * cc1plus, 7,600 return addresses, 256 either way.)  A doubling raises the
- * mask by compare-and-swap; the thread that raised it copies the keys
- * below the old size to their slots under the new mask (a key's slot is
- * its old one or that plus the old size: half are found where they are).
- * Nothing is cleared, keys never change: the copy left behind only takes
- * a slot.  A walk reads the mask once: one that started before a doubling
- * still finds its keys, and a rule it stores where only the old mask looks
- * is computed once more later.  No lock and no mapping: a doubling in a
- * signal handler is as safe as a slot claimed there.
+ * Its resident memory follows the return addresses the program's stacks
+ * go through: RULES_SLOTS_MAX slots (1 MiB) are reserved at init, and only
+ * the first mask + 1 are used, RULES_SLOTS_MIN (16 KiB) at first, doubled
+ * when more than one slot in 2^RULES_LOAD_LOG2 is claimed.  (Slots spread
+ * by a hash over the whole 1 MiB touched a page per key, nearly all of it
+ * from a few hundred keys on.  Pages resident at exit, measured: sqlite3
+ * 240 -> 32, git 225 -> 32, python3 253 -> 64, churn 33 -> 4; cc1plus,
+ * 7,600 return addresses, 256 either way.)  A doubling raises the mask by
+ * compare-and-swap; the thread that raised it copies the keys below the
+ * old size to their slots under the new mask (a key's slot is its old one
+ * or that plus the old size: about half are found where they are).
+ * Nothing is cleared, keys never change: a copy left behind only takes a
+ * slot.  A walk reads the mask once: one that started before a doubling
+ * still finds its keys, and a rule it stores where only the old mask
+ * looks is computed once more later.  No lock and no mapping: a doubling
+ * in a signal handler is as safe as a slot claimed there.
  *
  * Unloaded libraries: a rule cached for a library that dlclose unmapped
  * would be wrong for a library mapped at the same address later.  Each rule
@@ -91,11 +91,11 @@
 
 #include "core/arena.h"
 
-#define RULES_SLOTS_MAX  (1u << 16) /* reserved: 1 MiB */
-#define RULES_SLOTS_MIN  (1u << 10) /* in use at first: 16 KiB */
-#define RULES_LOAD_LOG2  3          /* doubled above one key in 8 slots */
-#define RULES_FAST_PROBES 3         /* slots of its probe sequence fast_step reads */
-#define RULES_PROBES     16
+#define RULES_SLOTS_MAX   (1u << 16) /* reserved: 1 MiB */
+#define RULES_SLOTS_MIN   (1u << 10) /* in use at first: 16 KiB */
+#define RULES_LOAD_LOG2   3          /* doubled above one key in 8 slots */
+#define RULES_FAST_PROBES 3          /* slots of its probe sequence fast_step reads */
+#define RULES_PROBES      16
 
 /* Below this, a "return address" is a small integer: something went wrong. */
 
