@@ -87,7 +87,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "core/arena.h"
 
@@ -1058,8 +1057,6 @@ tfa_cfi_init(void)
 	slot_t *table = tfa_arena_map(RULES_RESERVE);
 	if (table == NULL)
 		return -ENOMEM;
-	/* Only the slots in use may be resident: never a huge page over the reserve. */
-	(void)madvise(table, RULES_RESERVE, MADV_NOHUGEPAGE);
 	slot_t *expected = NULL;
 	if (!__atomic_compare_exchange_n(&slots, &expected, table, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
