@@ -9,12 +9,12 @@
  * caller's %rbp is saved (at CFA + an offset) or still in %rbp.  That is the
  * rule of the pc, found once by interpreting the FDE's instructions up to it,
  * then kept in a cache keyed by the return address, so that a walk through
- * known code costs a hash probe and two loads per frame.  libunwind 1.6's
- * unw_backtrace does much the same once its per-thread trace cache knows
- * the frames (7 ns a frame here, this walk 4-5: one chain of dependent
- * loads either way); what this walk saves besides is libunwind's fixed
- * cost per capture (its cursor: unw_getcontext, unw_init_local, the cache
- * by pthread_getspecific) and a copy of every frame: 21% of the
+ * known code costs a probe of the cache and two loads per frame.  libunwind
+ * 1.6's unw_backtrace does much the same once its per-thread trace cache
+ * knows the frames (7 ns a frame here, this walk 4-5: one chain of
+ * dependent loads either way); what this walk saves besides is libunwind's
+ * fixed cost per capture (its cursor: unw_getcontext, unw_init_local, the
+ * cache by pthread_getspecific) and a copy of every frame: 21% of the
  * instructions of trees 14 with stacks (see unwind.h).
  *
  * What the rule cannot say, the walk refuses (returns -1) and the caller
@@ -35,12 +35,30 @@
  * pc - 1, inside the call instruction (the call may be the last instruction
  * of its function: pc itself may belong to the next function's FDE).
  *
- * The cache: RULES_SLOTS slots of {key, rule}, shared by every thread, in
- * arena memory.  A slot's key is claimed once, by compare-and-swap from 0,
+ * The cache: slots of {key, rule}, shared by every thread, in arena
+ * memory.  A slot's key is claimed once, by compare-and-swap from 0,
  * and never changes again; its rule is one 64-bit word, stored after the
  * key, read with one load: neither can be seen torn.  A reader that finds
  * the key with no rule yet computes the rule itself.  When the probe
- * sequence (RULES_PROBES slots) is full, the rule is computed and not kept.
+ * sequence (RULES_PROBES slots) is full, the table doubles if it can, or
+ * the rule is computed and not kept.
+ *
+ * Its resident memory follows the return addresses the program's stacks
+ * go through: RULES_SLOTS_MAX slots (1 MiB) are reserved at init, and only
+ * the first mask + 1 are used, RULES_SLOTS_MIN (16 KiB) at first, doubled
+ * when more than one slot in 2^RULES_LOAD_LOG2 is claimed.  (Slots spread
+ * by a hash over the whole 1 MiB touched a page per key, nearly all of it
+ * from a few hundred keys on.  Pages resident at exit, measured: sqlite3
+ * 240 -> 32, git 225 -> 32, python3 253 -> 64, churn 33 -> 4; cc1plus,
+ * 7,600 return addresses, 256 either way.)  A doubling raises the mask by
+ * compare-and-swap; the thread that raised it copies the keys below the
+ * old size to their slots under the new mask (a key's slot is its old one
+ * or that plus the old size: about half are found where they are).
+ * Nothing is cleared, keys never change: a copy left behind only takes a
+ * slot.  A walk reads the mask once: one that started before a doubling
+ * still finds its keys, and a rule it stores where only the old mask
+ * looks is computed once more later.  No lock and no mapping: a doubling
+ * in a signal handler is as safe as a slot claimed there.
  *
  * Unloaded libraries: a rule cached for a library that dlclose unmapped
  * would be wrong for a library mapped at the same address later.  Each rule
@@ -72,9 +90,11 @@
 
 #include "core/arena.h"
 
-#define RULES_SLOTS_LOG2 16
-#define RULES_SLOTS      (1u << RULES_SLOTS_LOG2)
-#define RULES_PROBES     16
+#define RULES_SLOTS_MAX   (1u << 16) /* reserved: 1 MiB */
+#define RULES_SLOTS_MIN   (1u << 10) /* in use at first: 16 KiB */
+#define RULES_LOAD_LOG2   3          /* doubled above one key in 8 slots */
+#define RULES_FAST_PROBES 3          /* slots of its probe sequence fast_step reads */
+#define RULES_PROBES      16
 
 /* Below this, a "return address" is a small integer: something went wrong. */
 
@@ -109,7 +129,18 @@ typedef struct slot_s {
 	uint64_t rule;
 } slot_t;
 
+/*
+ * fast_step reads up to RULES_FAST_PROBES - 1 slots after the last without
+ * wrapping: never claimed, their page never touched.
+ */
+#define RULES_RESERVE                                                                              \
+	(((RULES_SLOTS_MAX + RULES_FAST_PROBES - 1) * sizeof(slot_t) + 4095) & ~(size_t)4095)
+_Static_assert(RULES_FAST_PROBES == 3 && RULES_FAST_PROBES <= RULES_PROBES,
+	       "fast_step reads three slots, unrolled");
+
 static slot_t *slots; /* published with release by tfa_cfi_init */
+static uint32_t cache_mask = RULES_SLOTS_MIN - 1; /* the slots in use, minus 1: only grows */
+static uint32_t cache_keys;                        /* slots claimed, copies left behind included */
 static uint32_t generation = 1;
 static uint64_t refusals;
 static uint64_t rules_computed; /* misses of the cache: each reads the DWARF tables */
@@ -683,22 +714,92 @@ compute_rule(uintptr_t pc, uint32_t gen, bool *cacheable)
 			 row->rbp.how == HOW_OFFSET, row->ra.off, row->rbp.off, row->cfa_off);
 }
 
-/* ---- the cache ---------------------------------------------------------------------------- */
+/* ---- the cache ----------------------------------------------------------------------------- */
 
 /*
- * Fibonacci hashing of the low 32 bits: one multiplication by an immediate
- * and no register for the constant in the walk's loop.  Code of different
- * objects 4 GiB apart with the same low bits shares a probe sequence.
+ * The slot of return address pc among mask + 1: bits 2 and up of pc, no
+ * hash.  Return addresses are at least 2 bytes apart (a call is), rarely
+ * less than 4; code of different objects, or 4 * (mask + 1) bytes apart,
+ * shares slots about as often as under a hash (simulated on the keys of
+ * sqlite3, git, python3, cc1plus: as many in their first slot, no longer
+ * probe sequences).  On the walk's every frame, slot_at: pc & (mask << 2)
+ * is the slot's offset / 4, an and and a scaled address where the hash
+ * took a multiplication, two shifts and an add.
  */
 static TFA_ALWAYS_INLINE uint32_t
-slot_of(uintptr_t pc)
+slot_of(uintptr_t pc, uint32_t mask)
 {
-	return ((uint32_t)pc * UINT32_C(0x9e3779b1)) >> (32 - RULES_SLOTS_LOG2);
+	return (uint32_t)(pc >> 2) & mask;
+}
+
+/* &table[slot_of(pc, mask)], given mask4 = mask << 2 (one register for the walk). */
+static TFA_ALWAYS_INLINE const slot_t *
+slot_at(const slot_t *table, uintptr_t pc, uintptr_t mask4)
+{
+	return (const slot_t *)((const char *)table + (pc & mask4) * 4);
+}
+
+enum { KEEP_FULL, KEEP_FOUND, KEEP_CLAIMED };
+
+/*
+ * Stores ra's rule in the probe sequence of ra under mask: in ra's slot,
+ * or a free one claimed for it (KEEP_CLAIMED).  KEEP_FULL: no room, not
+ * kept.  overwrite false (grow's copies): a slot that has ra already is
+ * left as it is, it may hold a newer rule than the copy.
+ */
+static int
+keep(slot_t *table, uint32_t mask, uintptr_t ra, uint64_t rule, bool overwrite)
+{
+	uint32_t i = slot_of(ra, mask);
+
+	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & mask) {
+		slot_t *s = &table[i];
+		uintptr_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (key == 0) {
+			if (__atomic_compare_exchange_n(&s->key, &key, ra, false, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE)) {
+				__atomic_store_n(&s->rule, rule, __ATOMIC_RELEASE);
+				__atomic_fetch_add(&cache_keys, 1, __ATOMIC_RELAXED);
+				return KEEP_CLAIMED;
+			}
+			if (key != ra)
+				continue; /* another pc took it */
+		}
+		if (key == ra) {
+			/* A racing store of another generation's rule is fixed at its next use. */
+			if (overwrite)
+				__atomic_store_n(&s->rule, rule, __ATOMIC_RELEASE);
+			return KEEP_FOUND;
+		}
+	}
+	return KEEP_FULL;
+}
+
+/*
+ * Doubles the table in use, from mask + 1 slots if that is still its size
+ * (see the header comment).  The copies are claimed as any key is: a walk
+ * that stores the same key meanwhile leaves one slot for it.
+ */
+static TFA_NOINLINE void
+grow(slot_t *table, uint32_t mask)
+{
+	uint32_t bigger = mask * 2 + 1;
+
+	if (bigger >= RULES_SLOTS_MAX
+	    || !__atomic_compare_exchange_n(&cache_mask, &mask, bigger, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED))
+		return; /* at its largest, or another thread doubled it */
+	for (uint32_t j = 0; j <= mask; j++) {
+		uintptr_t key = __atomic_load_n(&table[j].key, __ATOMIC_ACQUIRE);
+		uint64_t rule = __atomic_load_n(&table[j].rule, __ATOMIC_ACQUIRE);
+		if (key != 0 && rule != 0)
+			(void)keep(table, bigger, key, rule, false);
+	}
 }
 
 /* The rule of return address ra, computed when the cache does not have it for gen. */
 static TFA_NOINLINE uint64_t
-rule_miss(slot_t *table, uintptr_t ra, uint32_t gen)
+rule_miss(slot_t *table, uint32_t mask, uintptr_t ra, uint32_t gen)
 {
 	bool cacheable;
 	uint64_t rule = compute_rule(ra - 1, gen, &cacheable);
@@ -706,32 +807,24 @@ rule_miss(slot_t *table, uintptr_t ra, uint32_t gen)
 	__atomic_fetch_add(&rules_computed, 1, __ATOMIC_RELAXED);
 	if (!cacheable)
 		return rule;
-	uint32_t i = slot_of(ra);
-	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & (RULES_SLOTS - 1)) {
-		slot_t *s = &table[i];
-		uintptr_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
-		if (key == 0) {
-			if (!__atomic_compare_exchange_n(&s->key, &key, ra, false, __ATOMIC_ACQ_REL,
-							 __ATOMIC_ACQUIRE)
-			    && key != ra)
-				continue; /* another pc took it */
-			key = ra;
-		}
-		if (key == ra) {
-			/* A racing store of another generation's rule is fixed at its next use. */
-			__atomic_store_n(&s->rule, rule, __ATOMIC_RELEASE);
-			return rule;
-		}
+	int kept = keep(table, mask, ra, rule, true);
+	if (kept == KEEP_FULL
+	    || (kept == KEEP_CLAIMED
+		&& __atomic_load_n(&cache_keys, __ATOMIC_RELAXED) > (mask + 1) >> RULES_LOAD_LOG2)) {
+		grow(table, mask);
+		uint32_t now = __atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE);
+		if (kept == KEEP_FULL && now != mask)
+			(void)keep(table, now, ra, rule, true);
 	}
-	return rule; /* no room in its probe sequence: not kept */
+	return rule;
 }
 
 static TFA_ALWAYS_INLINE uint64_t
-rule_of(slot_t *table, uintptr_t ra, uint32_t gen)
+rule_of(slot_t *table, uint32_t mask, uintptr_t ra, uint32_t gen)
 {
-	uint32_t i = slot_of(ra);
+	uint32_t i = slot_of(ra, mask);
 
-	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & (RULES_SLOTS - 1)) {
+	for (unsigned probe = 0; probe < RULES_PROBES; probe++, i = (i + 1) & mask) {
 		const slot_t *s = &table[i];
 		uintptr_t key = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (tfa_likely(key == ra)) {
@@ -743,7 +836,7 @@ rule_of(slot_t *table, uintptr_t ra, uint32_t gen)
 		if (key == 0)
 			break;
 	}
-	return rule_miss(table, ra, gen);
+	return rule_miss(table, mask, ra, gen);
 }
 
 /* ---- the walk ----------------------------------------------------------------------------- */
@@ -768,9 +861,10 @@ enum { STEP_ON, STEP_END, STEP_REFUSE, STEP_SLOW };
  * [lo, stack_end - 8]: where a stack slot may be read.
  */
 __attribute__((no_sanitize_address)) static TFA_NOINLINE int
-slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t *w)
+slow_step(slot_t *table, uint32_t mask, uint32_t gen, uintptr_t lo, uintptr_t stack_end,
+	  walk_t *w)
 {
-	uint64_t rule = rule_of(table, w->pc, gen);
+	uint64_t rule = rule_of(table, mask, w->pc, gen);
 	unsigned kind = rule_kind(rule);
 	if (kind == KIND_LAST)
 		return STEP_END;
@@ -810,12 +904,27 @@ slow_step(slot_t *table, uint32_t gen, uintptr_t lo, uintptr_t stack_end, walk_t
  * stack).
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
-fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc, uintptr_t *sp,
-	  uintptr_t *bp)
+fast_step(const slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t stack_end, uintptr_t *pc,
+	  uintptr_t *sp, uintptr_t *bp)
 {
-	const slot_t *s = &table[slot_of(*pc)];
-	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc))
-		return STEP_SLOW;
+	const slot_t *s = slot_at(table, *pc, mask4);
+	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc)) {
+		/*
+		 * The next slots of its probe sequence (RULES_FAST_PROBES in all),
+		 * where a key that found its own taken nearly always is: a table
+		 * that doubles is fuller than the hashed 1 MiB was, and the copies
+		 * doubling leaves behind take slots.  Only a miss in the first
+		 * pays.  Not wrapped to slot 0 after the last: a slot with this
+		 * key has its rule wherever it lies, and the reserve has the
+		 * slots past the largest table.
+		 */
+		s++;
+		if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc) {
+			s++;
+			if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc)
+				return STEP_SLOW;
+		}
+	}
 	uint64_t rule = __atomic_load_n(&s->rule, __ATOMIC_ACQUIRE);
 	if (tfa_unlikely((rule & RULE_FAST_MASK) != gen)) {
 		/* The outermost frame ends every walk that gets to it: not worth slow_step's call. */
@@ -851,11 +960,11 @@ fast_step(const slot_t *table, uint64_t gen, uintptr_t stack_end, uintptr_t *pc,
  * on the stack (GCC).
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
-slow_step_regs(slot_t *table, uint64_t gen, uintptr_t lo, uintptr_t stack_end, uintptr_t *pc,
-	       uintptr_t *sp, uintptr_t *bp)
+slow_step_regs(slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t lo, uintptr_t stack_end,
+	       uintptr_t *pc, uintptr_t *sp, uintptr_t *bp)
 {
 	walk_t w = { *pc, *sp, *bp };
-	int r = slow_step(table, (uint32_t)gen, lo, stack_end, &w);
+	int r = slow_step(table, (uint32_t)(mask4 >> 2), (uint32_t)gen, lo, stack_end, &w);
 
 	*pc = w.pc;
 	*sp = w.sp;
@@ -875,6 +984,8 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 	const uintptr_t fp = frame;
 	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
 	uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	/* Read once: a walk that misses a doubling still finds its keys below the old size. */
+	const uintptr_t mask4 = (uintptr_t)__atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE) << 2;
 	const uintptr_t lo = fp;
 	unsigned seen = 0;
 	int r;
@@ -903,11 +1014,11 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		}
 		if (++seen == limit)
 			return 0;
-		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp);
 		if (r == STEP_ON)
 			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
 		else if (r == STEP_SLOW)
-			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp);
 		if (r == STEP_END)
 			return 0;
 		if (tfa_unlikely(r == STEP_REFUSE))
@@ -920,13 +1031,13 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		*out++ = pc;
 		if (out == out_end)
 			break;
-		r = fast_step(table, gen, stack_end, &pc, &sp, &bp);
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp);
 		if (tfa_likely(r == STEP_ON)) {
 			if (tfa_likely(pc >= TFA_PC_MIN))
 				continue;
 			r = pc == 0 ? STEP_END : STEP_REFUSE;
 		} else if (r == STEP_SLOW) {
-			r = slow_step_regs(table, gen, lo, stack_end, &pc, &sp, &bp);
+			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp);
 		}
 		if (r == STEP_END)
 			break;
@@ -943,13 +1054,13 @@ tfa_cfi_init(void)
 {
 	if (__atomic_load_n(&slots, __ATOMIC_ACQUIRE) != NULL)
 		return 0;
-	slot_t *table = tfa_arena_map(RULES_SLOTS * sizeof(slot_t));
+	slot_t *table = tfa_arena_map(RULES_RESERVE);
 	if (table == NULL)
 		return -ENOMEM;
 	slot_t *expected = NULL;
 	if (!__atomic_compare_exchange_n(&slots, &expected, table, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
-		tfa_arena_unmap(table, RULES_SLOTS * sizeof(slot_t));
+		tfa_arena_unmap(table, RULES_RESERVE);
 	return 0;
 }
 
@@ -976,4 +1087,26 @@ uint64_t
 tfa_cfi_rules_computed(void)
 {
 	return __atomic_load_n(&rules_computed, __ATOMIC_RELAXED);
+}
+
+void
+tfa_cfi_cache_info(tfa_cfi_cache_info_t *out)
+{
+	out->table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
+	out->reserved_bytes = RULES_RESERVE;
+	out->slots = __atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE) + 1;
+	out->min_slots = RULES_SLOTS_MIN;
+	out->keys = __atomic_load_n(&cache_keys, __ATOMIC_RELAXED);
+}
+
+uint64_t
+tfa_cfi_test_rule(uintptr_t ra, bool cached)
+{
+	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
+	uint32_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	bool cacheable;
+
+	if (cached && table != NULL)
+		return rule_of(table, __atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE), ra, gen);
+	return compute_rule(ra - 1, gen, &cacheable);
 }

@@ -10,6 +10,8 @@
 #ifndef TFA_CORE_CFI_H
 #define TFA_CORE_CFI_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/common.h"
@@ -57,5 +59,23 @@ uint64_t tfa_cfi_refusals(void);
  * cache's misses, those of stale generations and those not kept included).
  */
 uint64_t tfa_cfi_rules_computed(void);
+
+/* For tests: the rule cache as it is now. */
+typedef struct tfa_cfi_cache_info_s {
+	const void *table;     /* NULL before tfa_cfi_init */
+	size_t reserved_bytes; /* mapped at init; only the first slots * 16 are used */
+	uint32_t slots;        /* in use now: doubled as keys come */
+	uint32_t min_slots;    /* in use at first */
+	uint32_t keys;         /* slots claimed */
+} tfa_cfi_cache_info_t;
+
+void tfa_cfi_cache_info(tfa_cfi_cache_info_t *out);
+
+/*
+ * For tests: the rule word of return address ra, as the walk gets it from
+ * the cache (computed and kept on a miss) when cached, or worked out from
+ * the DWARF tables without the cache.  Equal words: equal rules.
+ */
+uint64_t tfa_cfi_test_rule(uintptr_t ra, bool cached);
 
 #endif /* TFA_CORE_CFI_H */

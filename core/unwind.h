@@ -58,13 +58,13 @@
  *
  * Allocation in TFA_STACKS_UNWIND, counted with an interposed malloc:
  * tfa_unwind_init makes 13 calls (dlopen); cfi.c none (its rule cache is
- * mapped by tfa_unwind_init, 1 MiB of address space, touched as rules are
- * added); a capture that falls back to libunwind, the first on its thread,
- * makes one (16 bytes: glibc's block for libunwind's thread-local
- * variables, by __tls_get_addr, freed when the thread exits); later ones
- * none (libunwind's caches come from mmap).  Whatever it does, the caller holds
- * the shim's guard around the capture, so that a nested malloc goes straight
- * to the backend, untracked.
+ * mapped by tfa_unwind_init, 1 MiB of address space of which the first 16
+ * KiB are used, doubled as rules are added); a capture that falls back to
+ * libunwind, the first on its thread, makes one (16 bytes: glibc's block
+ * for libunwind's thread-local variables, by __tls_get_addr, freed when
+ * the thread exits); later ones none (libunwind's caches come from mmap).
+ * Whatever it does, the caller holds the shim's guard around the capture,
+ * so that a nested malloc goes straight to the backend, untracked.
  */
 #ifndef TFA_CORE_UNWIND_H
 #define TFA_CORE_UNWIND_H

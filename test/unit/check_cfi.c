@@ -8,7 +8,10 @@
  * TFA_STACKS_UNWIND must give exactly the frames unw_backtrace gives, and
  * the walk of cfi.c must have served them (no refusal counted).  In a
  * signal handler (on the thread's stack or a sigaltstack) cfi.c refuses by
- * design and libunwind's frames come back, the same again.  The timing case
+ * design and libunwind's frames come back, the same again.  The rule
+ * cache: a few dozen return addresses leave it at its first size with at
+ * most 4 pages resident; 12,000 in pairs that share a slot, cached by four
+ * threads while it doubles, each get their own rule.  The timing case
  * prints ns per capture and asserts nothing about it.
  */
 #include "core/cfi.h"
@@ -16,11 +19,13 @@
 
 #include <check.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "cfi_frames.h"
@@ -337,6 +342,136 @@ START_TEST(test_cfi_dlclose)
 }
 END_TEST
 
+/* ---- the cache: its size follows the keys ------------------------------------------------ */
+
+/* Pages of the cache's reserve that are resident. */
+static size_t
+cache_resident_pages(const tfa_cfi_cache_info_t *info)
+{
+	size_t pages = info->reserved_bytes / 4096, n = 0;
+	unsigned char *v = malloc(pages);
+
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(mincore((void *)(uintptr_t)info->table, info->reserved_bytes, v), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += v[i] & 1;
+	free(v);
+	return n;
+}
+
+/*
+ * A program with few return addresses keeps the cache at its first size,
+ * and only the pages of the slots in use are resident (the cache used to
+ * spread its keys over the whole reserve by a hash: a page per key, up to
+ * 1 MiB, for any program).
+ */
+START_TEST(test_cfi_cache_small)
+{
+	struct probe p = { 0 };
+	tfa_cfi_cache_info_t info;
+
+	frames_recurse(5, probe_here, &p);
+	check_probe(&p, false, "small");
+	frames_qsort(probe_here, &p);
+	check_probe(&p, false, "small");
+	tfa_cfi_cache_info(&info);
+	ck_assert_ptr_nonnull(info.table);
+	ck_assert_uint_gt(info.keys, 0);
+	size_t in_use = ((size_t)info.slots * 16 + 4095) / 4096;
+	size_t resident = cache_resident_pages(&info);
+	ck_assert_msg(resident <= in_use, "%zu pages resident, %zu in use (%u slots, %u keys)",
+		      resident, in_use, info.slots, info.keys);
+	if (info.keys < 128) { /* else an earlier test in this process grew it */
+		ck_assert_uint_eq(info.slots, info.min_slots);
+		ck_assert_msg(resident <= 16384 / 4096, "%zu pages resident for %u keys", resident,
+			      info.keys);
+	}
+}
+END_TEST
+
+/* Addresses in libc's code: many FDEs. */
+struct code_range {
+	uintptr_t lo, hi;
+};
+
+static int
+find_libc_code(struct dl_phdr_info *dl, size_t size, void *arg)
+{
+	struct code_range *r = arg;
+	(void)size;
+	if (strstr(dl->dlpi_name, "libc.so") == NULL)
+		return 0;
+	for (int i = 0; i < dl->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &dl->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) != 0) {
+			r->lo = dl->dlpi_addr + ph->p_vaddr;
+			r->hi = r->lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+#define RULE_PAIRS 6000
+
+struct rules_job {
+	uintptr_t lo;
+	unsigned start; /* each thread goes through the pairs from its own place */
+	unsigned wrong;
+};
+
+/*
+ * Pairs of return addresses 2 bytes apart, in the same slot at every
+ * size: each must get its own rule from the cache, while it doubles
+ * under the threads' feet.
+ */
+static void *
+rules_through_cache(void *arg)
+{
+	struct rules_job *job = arg;
+
+	for (unsigned k = 0; k < RULE_PAIRS; k++) {
+		uintptr_t a = job->lo + 64 * (uintptr_t)((k + job->start) % RULE_PAIRS);
+		for (uintptr_t ra = a; ra <= a + 2; ra += 2)
+			if (tfa_cfi_test_rule(ra, true) != tfa_cfi_test_rule(ra, false))
+				job->wrong++;
+	}
+	return NULL;
+}
+
+START_TEST(test_cfi_cache_grows)
+{
+	struct code_range code = { 0 };
+	struct rules_job jobs[4];
+	pthread_t t[4];
+	tfa_cfi_cache_info_t info;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_libc_code, &code), 1);
+	ck_assert_uint_gt(code.hi - code.lo, 64 * RULE_PAIRS + 64);
+	uintptr_t lo = (code.lo + 64) & ~(uintptr_t)63;
+	for (int i = 0; i < 4; i++) {
+		jobs[i] = (struct rules_job){ .lo = lo, .start = (unsigned)i * RULE_PAIRS / 4 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rules_through_cache, &jobs[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_uint_eq(jobs[i].wrong, 0);
+	}
+	tfa_cfi_cache_info(&info);
+	ck_assert_uint_gt(info.slots, info.min_slots);
+	ck_assert_uint_le(cache_resident_pages(&info), ((size_t)info.slots * 16 + 4095) / 4096);
+
+	/* All kept (but those where no object has unwind information): nearly nothing computed again. */
+	uint64_t computed = tfa_cfi_rules_computed();
+	struct rules_job again = { .lo = lo };
+	rules_through_cache(&again);
+	ck_assert_uint_eq(again.wrong, 0);
+	uint64_t recomputed = tfa_cfi_rules_computed() - computed;
+	ck_assert_msg(recomputed < 2 * RULE_PAIRS / 50, "%lu of %u computed again",
+		      (unsigned long)recomputed, 2 * RULE_PAIRS);
+}
+END_TEST
+
 /* ---- timing: printed, never asserted (but both walks must see the same frames) ------------- */
 
 struct timing {
@@ -413,6 +548,8 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_threads);
 	tcase_add_test(tc, test_cfi_signal);
 	tcase_add_test(tc, test_cfi_dlclose);
+	tcase_add_test(tc, test_cfi_cache_small);
+	tcase_add_test(tc, test_cfi_cache_grows);
 	tcase_add_test(tc, test_cfi_timing);
 	suite_add_tcase(s, tc);
 	return s;
