@@ -631,8 +631,20 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 	size_t nroots = roots->n, nexcl = nown + nroots + 1;
 	size_t excl_bytes = round_page(nexcl * sizeof(tfa_leak_range_t));
 	tfa_leak_range_t *excl = tfa_arena_map(excl_bytes);
-	if (excl == NULL)
-		return 0; /* fewer roots: blocks held only there look lost */
+	if (excl == NULL) {
+		/* No memory for the list: the shim's mappings and module only (own is sorted), roots read twice. */
+		for (size_t i = 0; i < maps->nanon; i++) {
+			uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi;
+			uintptr_t cut_lo = TFA_MAX(lo, roots->self_lo), cut_hi = TFA_MIN(hi, roots->self_hi);
+			if (cut_lo < cut_hi) {
+				bytes += add_anon_range(roots, own, nown, b, n, lo, cut_lo);
+				bytes += add_anon_range(roots, own, nown, b, n, cut_hi, hi);
+			} else {
+				bytes += add_anon_range(roots, own, nown, b, n, lo, hi);
+			}
+		}
+		return bytes;
+	}
 	memcpy(excl, own, nown * sizeof(*own));
 	if (nroots != 0)
 		memcpy(excl + nown, roots->r, nroots * sizeof(*roots->r));

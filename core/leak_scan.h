@@ -131,12 +131,12 @@ struct tfa_leak_roots_s;
  * Adds as roots the anonymous mappings (maps->anon) the program made itself,
  * as memcheck scans them (an allocator of the program's own on mmap, as
  * pymalloc's arenas; the loader's own memory, where the link_maps are):
- * each mapping without the ranges of own[0..nown) (the shim's mappings),
- * without the excluded module's range (roots->self_lo, self_hi: the shim's
- * .bss), without what roots holds already (a module's .bss past its file)
- * and without the pieces that hold a live block of b[0..n) (sorted: heap
- * memory of an allocator).  Returns the bytes added, 0 when no memory could
- * be had for the list of ranges to leave out.
+ * each mapping without the ranges of own[0..nown) (sorted by address: the
+ * shim's mappings), without the excluded module's range (roots->self_lo,
+ * self_hi: the shim's .bss), without what roots holds already (a module's
+ * .bss past its file; added again when no memory can be had for the list of
+ * ranges to leave out) and without the pieces that hold a live block of
+ * b[0..n) (sorted: heap memory of an allocator).  Returns the bytes added.
  */
 uint64_t tfa_leak_roots_add_anon(struct tfa_leak_roots_s *roots, const tfa_leak_maps_t *maps,
 				 const tfa_leak_range_t *own, size_t nown, const tfa_leak_block_t *b,

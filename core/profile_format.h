@@ -153,9 +153,9 @@ enum tfa_prof_device_field_e {
 	TFA_DEV_SHIM_OVERHEAD_BYTES, /* memory the shim mapped for itself */
 	TFA_DEV_PEAK_BLOCKS_IN_USE,  /* most blocks live at once (0 in older files: not known) */
 	/*
-	 * Bytes the leak classification read at exit (roots and reached blocks,
-	 * memcheck's "checked N bytes"); 0: no scan (none asked for, nothing
-	 * live to classify, or not the cpu device).
+	 * Bytes the leak classification read at exit (the roots and the blocks
+	 * it scanned, memcheck's "checked N bytes"); 0: no scan (none asked
+	 * for, nothing live to classify, or not the cpu device).
 	 */
 	TFA_DEV_LEAK_SCAN_BYTES,
 	TFA_DEV_FIELD_COUNT

@@ -372,7 +372,7 @@ shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t st
 		}
 		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * cap);
 	}
-	s->slots = fresh;
+	__atomic_store_n(&s->slots, fresh, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cap, new_cap, __ATOMIC_RELAXED);
 	s->starved = false;
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
@@ -414,7 +414,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 {
 	uint64_t new_cap = CAP_INITIAL, live = 0, start = 0;
 
-	if (s->slots != NULL) {
+	if (__atomic_load_n(&s->slots, __ATOMIC_RELAXED) != NULL) {
 		start = run_start(s->slots, s->cap);
 		live = clear_dead(s->slots, s->cap);
 		new_cap = grown_cap(s->cap, live);
@@ -434,7 +434,13 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 		bool locking = !__libc_single_threaded && !tfa_tls.holds_all_locks;
 		if (locking)
 			tfa_lock(&t->map_lock);
-		bool mapped = shard_move(t, s, new_cap, start);
+		/*
+		 * Mapped meanwhile: by the forking thread, which holds every lock
+		 * (an atfork handler's allocation) and so enters shards excluded
+		 * by others.  The caller finds the slots and tries again.
+		 */
+		bool mapped = __atomic_load_n(&s->slots, __ATOMIC_RELAXED) != NULL
+			      || shard_move(t, s, new_cap, start);
 		if (locking)
 			tfa_unlock(&t->map_lock);
 		return mapped ? 0 : -ENOMEM;
@@ -550,7 +556,8 @@ make_room(tfa_ptr_table_t *t, uintptr_t ptr, bool revoke)
 	if (!shard_exclude(t, s))
 		return -ENOMEM;
 	int r = 0;
-	if (s->slots == NULL) {
+	/* Atomic: the forking thread, holding every lock, may map the shard meanwhile (shard_rebuild). */
+	if (__atomic_load_n(&s->slots, __ATOMIC_RELAXED) == NULL) {
 		r = shard_rebuild(t, s);
 		if (r == 0)
 			__atomic_store_n(&s->owner, owner_self(), __ATOMIC_RELAXED);
@@ -669,17 +676,24 @@ tfa_ptr_table_recently_freed(tfa_ptr_table_t *t, uintptr_t ptr)
 	return seen;
 }
 
-/* The next shard from k on that ever had slots (t->mapped), or TFA_PTR_SHARDS. */
+/* The next shard from k on whose bit is set in words, or TFA_PTR_SHARDS. */
 static unsigned
-next_mapped(const tfa_ptr_table_t *t, unsigned k)
+next_set(const uint64_t *words, unsigned k)
 {
 	while (k < TFA_PTR_SHARDS) {
-		uint64_t bits = __atomic_load_n(&t->mapped[k / 64], __ATOMIC_RELAXED) >> (k % 64);
+		uint64_t bits = __atomic_load_n(&words[k / 64], __ATOMIC_RELAXED) >> (k % 64);
 		if (bits != 0)
 			return k + (unsigned)__builtin_ctzll(bits);
 		k = (k | 63) + 1;
 	}
 	return TFA_PTR_SHARDS;
+}
+
+/* The next shard from k on that ever had slots (t->mapped), or TFA_PTR_SHARDS. */
+static unsigned
+next_mapped(const tfa_ptr_table_t *t, unsigned k)
+{
+	return next_set(t->mapped, k);
 }
 
 uint64_t
@@ -778,7 +792,9 @@ void
 tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 {
 	tfa_lock(&t->map_lock);
-	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
+	/* What postfork_parent gives back: the forking thread may map shards meanwhile. */
+	memcpy(t->forked, t->mapped, sizeof(t->forked));
+	for (unsigned k = next_set(t->forked, 0); k < TFA_PTR_SHARDS; k = next_set(t->forked, k + 1)) {
 		tfa_lock(&t->shards[k].rebuild_lock);
 		__atomic_store_n(&t->shards[k].gate, 1, __ATOMIC_RELAXED);
 	}
@@ -788,8 +804,12 @@ tfa_ptr_table_prefork(tfa_ptr_table_t *t)
 void
 tfa_ptr_table_postfork_parent(tfa_ptr_table_t *t)
 {
-	/* The map lock held: the same shards as prefork's. */
-	for (unsigned k = next_mapped(t, 0); k < TFA_PTR_SHARDS; k = next_mapped(t, k + 1)) {
+	/*
+	 * prefork's shards, not those mapped now: the forking thread may have
+	 * mapped one meanwhile whose lock another thread holds (its first
+	 * mapping waits for the map lock).
+	 */
+	for (unsigned k = next_set(t->forked, 0); k < TFA_PTR_SHARDS; k = next_set(t->forked, k + 1)) {
 		__atomic_store_n(&t->shards[k].gate, 0, __ATOMIC_RELEASE);
 		tfa_unlock(&t->shards[k].rebuild_lock);
 	}

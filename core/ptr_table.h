@@ -164,6 +164,7 @@ typedef struct tfa_ptr_table_s {
 	 * fork's 1.4 under the shim).
 	 */
 	uint64_t touched[TFA_PTR_SHARDS / 64];
+	uint64_t forked[TFA_PTR_SHARDS / 64]; /* the shards prefork excluded */
 	tfa_lock_t map_lock;
 	uint64_t slot_bytes;      /* mapped for the shards' slots now */
 	uint64_t slot_bytes_peak; /* the most at once, between rebuilds */

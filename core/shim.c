@@ -2430,10 +2430,11 @@ print_device_summaries(const struct leak_walk *leaks)
 		if (ta == NULL)
 			continue;
 		tfa_tracking_allocator_get_stats(ta, &d);
-		for (size_t g = 0; leaks->groups != NULL && g < leaks->cap; g++) {
-			if (leaks->groups[g].blocks != 0 && leaks->groups[g].device == c) {
-				bytes += leaks->groups[g].bytes;
-				blocks += leaks->groups[g].blocks;
+		for (size_t k = 0; leaks->groups != NULL && k < leaks->ngroups; k++) {
+			const struct leak_group *g = &leaks->groups[leaks->order[k]];
+			if (g->blocks != 0 && g->device == c) {
+				bytes += g->bytes;
+				blocks += g->blocks;
 			}
 		}
 		if (leaks->overflow.blocks != 0 && leaks->overflow.device == c) {
@@ -2551,7 +2552,13 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 			return fd;
 		}
 		memcpy(failed_path, profile_path, sizeof(profile_path));
-		return write_profile_fd(fd, end_reason, exit_code, st, leaks);
+		err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
+		if (err != 0) {
+			/* No file cut short under the name (a reader would take it for a killed process's). */
+			unlink(profile_path);
+			profile_path[0] = '\0';
+		}
+		return err;
 	}
 	tfa_snprintf(tmp, sizeof(tmp), "%s.tmp", profile_path);
 	memcpy(failed_path, tmp, sizeof(failed_path));

@@ -472,10 +472,16 @@ tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned 
 		return 0;
 	if (depth > TFA_STACK_DEPTH_MAX)
 		depth = TFA_STACK_DEPTH_MAX;
-	uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
-	if (index == 0)
-		return 0;
-	return index_find(t, index, stack_hash(pcs, depth), pcs, depth);
+	uint64_t h = stack_hash(pcs, depth);
+	for (uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE); index != 0;) {
+		uint32_t id = index_find(t, index, h, pcs, depth);
+		/* A miss in an index replaced meanwhile (its pages given back read as empty): again. */
+		uintptr_t now = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
+		if (id != 0 || now == index)
+			return id;
+		index = now;
+	}
+	return 0;
 }
 
 void

@@ -1244,7 +1244,7 @@ text_device(FILE *f, const tfa_profile_device_t *d)
 		text_label(f, "leak scan:");
 		fputs("checked ", f);
 		text_bytes(f, v[TFA_DEV_LEAK_SCAN_BYTES]);
-		fputs(" (roots and reached blocks)\n", f);
+		fputs(" (roots and the blocks scanned)\n", f);
 	}
 	text_req_alloc(f, "total allocated:", v[TFA_DEV_TOTAL_BYTES],
 	               v[TFA_DEV_TOTAL_ALLOCATED_BYTES]);

@@ -1192,6 +1192,42 @@ START_TEST(test_ptr_table_prefork_holds_first_mappings)
 }
 END_TEST
 
+/*
+ * The forking thread holds every lock, so it may map a shard meanwhile (an
+ * atfork handler's allocation) whose first mapping another thread has begun
+ * (excluded, waiting for the map lock): postfork gives back only prefork's
+ * shards, and that thread finds the shard mapped and inserts into it.  (An
+ * unlock of the shard another thread held let a third one in while that
+ * thread mapped it again over 300 records: it spun for ever.)
+ */
+START_TEST(test_ptr_table_forking_thread_maps_a_shard)
+{
+	uintptr_t mapped = ptr_in_own_shard(1, NULL, 0);
+	fork_cold_ptr = ptr_in_own_shard(400, &mapped, 1);
+	pthread_t a;
+
+	insert_ok(mapped, 8, 1);
+	tfa_ptr_table_prefork(&table);
+	ck_assert_int_eq(pthread_create(&a, NULL, first_mapping_worker, NULL), 0);
+	struct timespec pause = { 0, 100 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	tfa_tls.holds_all_locks = 1;
+	for (uint64_t i = 1; i <= 300; i++)
+		insert_ok(fork_cold_ptr + i * 16, 8, 10 + i);
+	tfa_tls.holds_all_locks = 0;
+	tfa_ptr_table_postfork_parent(&table);
+	for (int i = 0; i < 1000 && !__atomic_load_n(&fork_done, __ATOMIC_ACQUIRE); i++) {
+		struct timespec tick = { 0, 10 * 1000 * 1000 };
+		nanosleep(&tick, NULL);
+	}
+	ck_assert_msg(__atomic_load_n(&fork_done, __ATOMIC_ACQUIRE), "the first mapper never ends");
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	for (uint64_t i = 0; i <= 300; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, fork_cold_ptr + i * 16, NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 302);
+}
+END_TEST
+
 static pthread_barrier_t cold_held, cold_release;
 
 /* A thread without a record holds a shard never mapped by its lock (a lookup: it finds nothing). */
@@ -1308,6 +1344,18 @@ ptr_table_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_ptr_table_prefork_holds_first_mappings);
 	tcase_add_test(tc, test_ptr_table_fork_child_resets_cold_locks);
+	suite_add_tcase(s, tc);
+
+	/*
+	 * Not under ThreadSanitizer (its list names "fork" only): the forking
+	 * thread holds every lock and so writes, without taking any, what the
+	 * other thread read before it blocked on the map lock; it reads again
+	 * under that lock, but no lock orders the first reads for TSan.
+	 */
+	tc = tcase_create("fork_holder");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_ptr_table_forking_thread_maps_a_shard);
 	suite_add_tcase(s, tc);
 	return s;
 }
