@@ -248,8 +248,18 @@ jemalloc_create(int ordinal)
 	tfa_guard_exit();
 	if (warm == NULL)
 		return NULL;
-	for (size_t i = 0; i < sizeof(tfa_jemalloc_usable) / sizeof(tfa_jemalloc_usable[0]); i++)
-		tfa_jemalloc_usable[i] = (uint32_t)api.nallocx(i == 0 ? 1 : i * 8, 0);
+	/*
+	 * One nallocx per size class, not per entry (40 calls instead of 2049,
+	 * 85,000 instructions at every start): the requests from i * 8 up to a
+	 * class's size all get that class, a multiple of 8.
+	 */
+	const size_t entries = sizeof(tfa_jemalloc_usable) / sizeof(tfa_jemalloc_usable[0]);
+	for (size_t i = 0; i < entries;) {
+		size_t usable = api.nallocx(i == 0 ? 1 : i * 8, 0);
+		size_t last = usable / 8 > i ? usable / 8 : i; /* a class below the request: this entry only */
+		for (; i <= last && i < entries; i++)
+			tfa_jemalloc_usable[i] = (uint32_t)usable;
+	}
 	je = api;
 	return &jemalloc_allocator;
 }

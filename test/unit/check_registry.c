@@ -733,6 +733,23 @@ START_TEST(test_registry_builtin_sizes_sane)
 			              n, good, slow);
 		tfa_allocator_deallocate_raw(a, p);
 	}
+	if (_i != 0)
+		return;
+	/*
+	 * Every entry of jemalloc's table of small usable sizes (filled from
+	 * one nallocx per size class): both ends of each 8-byte range.
+	 */
+	for (size_t n = 1; n <= 16384; n += 8) {
+		for (size_t m = n; m <= n + 7 && m <= 16384; m += 7) {
+			void *p = tfa_allocator_allocate_raw(a, 0, m, NULL);
+			ck_assert_ptr_nonnull(p);
+			size_t good = tfa_allocator_good_size(a, m, 0);
+			size_t slow = tfa_allocator_allocated_size_slow(a, p);
+			ck_assert_msg(good == slow, "jemalloc: %zu bytes: good_size %zu, allocated_size_slow %zu", m,
+				      good, slow);
+			tfa_allocator_deallocate_raw(a, p);
+		}
+	}
 }
 END_TEST
 
