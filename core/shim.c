@@ -2065,7 +2065,7 @@ classify_leaks(struct leak_walk *w)
 	    != 0)
 		goto out_undo;
 	add_anon_roots(&roots, &maps, &c);
-	w->scanned = tfa_leak_classify(c.blocks, c.n, roots.r, roots.n, work);
+	w->scanned = tfa_leak_classify(c.blocks, c.n, roots.r, roots.n, work, roots.alone);
 	for (size_t i = 0; i < c.n; i++) {
 		const tfa_leak_block_t *b = &c.blocks[i];
 		const struct leak_rec *r = &c.recs[b->user];

@@ -34,9 +34,13 @@ static tfa_leak_range_t roots[4];
 static size_t nroots;
 static uint32_t work[2 * MAX_BLOCKS];
 
+/* Whether classify reads the roots in place (no other thread: tfa_leak_classify's alone). */
+static bool scan_alone;
+
 static void
 setup(void)
 {
+	scan_alone = false;
 	heap = tfa_arena_map(HEAP_WORDS * sizeof(uintptr_t));
 	ck_assert_ptr_nonnull(heap);
 	blocks = tfa_arena_map(MAX_BLOCKS * sizeof(*blocks));
@@ -51,6 +55,13 @@ teardown(void)
 {
 	tfa_arena_unmap(heap, HEAP_WORDS * sizeof(uintptr_t));
 	tfa_arena_unmap(blocks, MAX_BLOCKS * sizeof(*blocks));
+}
+
+static void
+setup_in_place(void)
+{
+	setup();
+	scan_alone = true;
 }
 
 /* Address of heap word w. */
@@ -78,7 +89,7 @@ static void
 classify(void)
 {
 	tfa_leak_sort(blocks, nblocks);
-	tfa_leak_classify(blocks, nblocks, roots, nroots, work);
+	tfa_leak_classify(blocks, nblocks, roots, nroots, work, scan_alone);
 }
 
 static int
@@ -340,6 +351,7 @@ blocked_thread(void *arg)
 }
 
 static uint32_t last_tcbs; /* thread control blocks the last collection found */
+static bool last_alone;    /* the last collection saw no other thread */
 
 /* Classifies the blocks from this process's roots; returns the other threads covered. */
 static uint32_t
@@ -357,9 +369,10 @@ classify_process(const void *self)
 			 0);
 	ck_assert_uint_gt(r.modules, 0);
 	tfa_leak_sort(blocks, nblocks);
-	tfa_leak_classify(blocks, nblocks, r.r, r.n, work);
+	tfa_leak_classify(blocks, nblocks, r.r, r.n, work, r.alone);
 	uint32_t threads = r.threads;
 	last_tcbs = r.tcbs;
+	last_alone = r.alone;
 	tfa_leak_roots_free(&r);
 	tfa_leak_maps_free(&maps);
 	return threads;
@@ -398,6 +411,7 @@ START_TEST(test_process_roots)
 	ck_assert_int_eq(cls(t), TFA_LEAK_CLASS_REACHABLE);   /* the other thread's stack */
 	ck_assert_int_eq(cls(lost), TFA_LEAK_CLASS_DEFINITE);
 	ck_assert_uint_ge(last_tcbs, 1); /* the blocked thread's */
+	ck_assert(!last_alone);          /* so roots are copied, never read in place */
 	ck_assert_int_eq(write(done_pipe[1], &c, 1), 1);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	ck_assert_uint_ne(local, 0);
@@ -412,6 +426,8 @@ START_TEST(test_process_roots_exclude_self)
 	global_ptr = W(0);
 	ck_assert_uint_eq(classify_process((const void *)&global_ptr), 0);
 	ck_assert_int_eq(cls(g), TFA_LEAK_CLASS_DEFINITE);
+	/* Check forks each test: this process has one thread, and the roots were read in place. */
+	ck_assert(last_alone);
 	global_ptr = 0;
 }
 END_TEST
@@ -612,7 +628,7 @@ START_TEST(test_anon_roots)
 		nmine++;
 	}
 	ck_assert_uint_eq(nmine, 1);
-	tfa_leak_classify(blocks, nblocks, mine, nmine, work);
+	tfa_leak_classify(blocks, nblocks, mine, nmine, work, scan_alone);
 	ck_assert_int_eq(cls(a), TFA_LEAK_CLASS_REACHABLE);
 	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_DEFINITE);
 	ck_assert_int_eq(cls(c), TFA_LEAK_CLASS_DEFINITE);
@@ -672,7 +688,7 @@ START_TEST(test_anon_roots_exclude_module)
 	ck_assert_uint_eq(nmine, 2);
 	ck_assert_uint_eq(bytes, 2 * 4096);
 	/* The roots, the two reached blocks and the unreached one (its clique's scan), once each. */
-	ck_assert_uint_eq(tfa_leak_classify(blocks, nblocks, mine, nmine, work), bytes + 3 * 16);
+	ck_assert_uint_eq(tfa_leak_classify(blocks, nblocks, mine, nmine, work, scan_alone), bytes + 3 * 16);
 	ck_assert_int_eq(cls(a), TFA_LEAK_CLASS_REACHABLE);
 	ck_assert_int_eq(cls(b), TFA_LEAK_CLASS_DEFINITE);
 	ck_assert_int_eq(cls(c), TFA_LEAK_CLASS_REACHABLE);
@@ -691,6 +707,21 @@ leak_scan_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_sort_and_find);
 	tcase_add_test(tc, test_sort_many);
+	tcase_add_test(tc, test_chain_from_root);
+	tcase_add_test(tc, test_no_roots_and_sizes);
+	tcase_add_test(tc, test_cycles);
+	tcase_add_test(tc, test_interior_pointer);
+	tcase_add_test(tc, test_possible_upgraded);
+	tcase_add_test(tc, test_lost_list);
+	tcase_add_test(tc, test_self_reference);
+	tcase_add_test(tc, test_anon_roots_exclude_module);
+	tcase_add_test(tc, test_zero_size_and_noscan);
+	tcase_add_test(tc, test_unaligned_not_scanned);
+	suite_add_tcase(s, tc);
+
+	/* The same cases read in place, as with one thread (no copies through process_vm_readv). */
+	tc = tcase_create("classes_in_place");
+	tcase_add_checked_fixture(tc, setup_in_place, teardown);
 	tcase_add_test(tc, test_chain_from_root);
 	tcase_add_test(tc, test_no_roots_and_sizes);
 	tcase_add_test(tc, test_cycles);
