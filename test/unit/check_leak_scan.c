@@ -698,6 +698,22 @@ START_TEST(test_anon_roots_exclude_module)
 }
 END_TEST
 
+/* The cases that classify from given roots: run with copies, and read in place. */
+static void
+add_classification_cases(TCase *tc)
+{
+	tcase_add_test(tc, test_chain_from_root);
+	tcase_add_test(tc, test_no_roots_and_sizes);
+	tcase_add_test(tc, test_cycles);
+	tcase_add_test(tc, test_interior_pointer);
+	tcase_add_test(tc, test_possible_upgraded);
+	tcase_add_test(tc, test_lost_list);
+	tcase_add_test(tc, test_self_reference);
+	tcase_add_test(tc, test_anon_roots_exclude_module);
+	tcase_add_test(tc, test_zero_size_and_noscan);
+	tcase_add_test(tc, test_unaligned_not_scanned);
+}
+
 static Suite *
 leak_scan_suite(void)
 {
@@ -707,31 +723,13 @@ leak_scan_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_sort_and_find);
 	tcase_add_test(tc, test_sort_many);
-	tcase_add_test(tc, test_chain_from_root);
-	tcase_add_test(tc, test_no_roots_and_sizes);
-	tcase_add_test(tc, test_cycles);
-	tcase_add_test(tc, test_interior_pointer);
-	tcase_add_test(tc, test_possible_upgraded);
-	tcase_add_test(tc, test_lost_list);
-	tcase_add_test(tc, test_self_reference);
-	tcase_add_test(tc, test_anon_roots_exclude_module);
-	tcase_add_test(tc, test_zero_size_and_noscan);
-	tcase_add_test(tc, test_unaligned_not_scanned);
+	add_classification_cases(tc);
 	suite_add_tcase(s, tc);
 
 	/* The same cases read in place, as with one thread (no copies through process_vm_readv). */
 	tc = tcase_create("classes_in_place");
 	tcase_add_checked_fixture(tc, setup_in_place, teardown);
-	tcase_add_test(tc, test_chain_from_root);
-	tcase_add_test(tc, test_no_roots_and_sizes);
-	tcase_add_test(tc, test_cycles);
-	tcase_add_test(tc, test_interior_pointer);
-	tcase_add_test(tc, test_possible_upgraded);
-	tcase_add_test(tc, test_lost_list);
-	tcase_add_test(tc, test_self_reference);
-	tcase_add_test(tc, test_anon_roots_exclude_module);
-	tcase_add_test(tc, test_zero_size_and_noscan);
-	tcase_add_test(tc, test_unaligned_not_scanned);
+	add_classification_cases(tc);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("process");

@@ -518,6 +518,20 @@ mt_intern(void *arg)
 	return NULL;
 }
 
+/* A published id picked at random (xorshift state *x), or 0 while none is. */
+static uint32_t
+pick_published(uint64_t *x)
+{
+	uint32_t n = tfa_stack_table_count(&table);
+
+	if (n == 0)
+		return 0;
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return 1 + (uint32_t)(*x % n);
+}
+
 /* Readers of published ids never see a partial stack. */
 static void *
 mt_read(void *arg)
@@ -525,13 +539,9 @@ mt_read(void *arg)
 	uint64_t x = (uintptr_t)arg | 1;
 
 	while (!__atomic_load_n(&mt_stop, __ATOMIC_RELAXED)) {
-		uint32_t n = tfa_stack_table_count(&table);
-		if (n == 0)
+		uint32_t id = pick_published(&x);
+		if (id == 0)
 			continue;
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		uint32_t id = 1 + (uint32_t)(x % n);
 		if (stack_k(id) == UINT32_MAX)
 			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
 	}
@@ -629,21 +639,75 @@ tree_read(void *arg)
 	uint64_t x = (uintptr_t)arg | 1;
 
 	while (!__atomic_load_n(&mt_stop, __ATOMIC_RELAXED)) {
-		uint32_t n = tfa_stack_table_count(&table);
-		if (n == 0)
+		uint32_t id = pick_published(&x);
+		if (id == 0)
 			continue;
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		uint32_t id = 1 + (uint32_t)(x % n);
 		uint32_t k = tree_k(id);
 		uintptr_t pcs[TFA_STACK_DEPTH_MAX];
-		/* Not find: a probe of an index just replaced misses, intern looks again under the lock. */
+		/*
+		 * Not find: an id is published (count) before its stack enters the
+		 * index, so the newest may not be found yet; intern looks again
+		 * under the lock, which the insert that published it holds.
+		 */
 		if (k == 0 || tfa_stack_table_intern(&table, pcs, tree_stack(k, TREE_OUTER, pcs)) != id)
 			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
+
+/*
+ * find, lock-free, while one writer grows the index again and again: every
+ * stack whose intern has returned is found, also by a probe that began in
+ * an index replaced meanwhile (its pages given back read as empty).
+ */
+static uint32_t find_done;              /* stacks 0..find_done-1 interned, published with release */
+static uint32_t find_ids[MT_STACKS];
+
+static void *
+find_writer(void *arg)
+{
+	(void)arg;
+	for (uint32_t k = 0; k < MT_STACKS; k++) {
+		find_ids[k] = intern_k(k);
+		__atomic_store_n(&find_done, k + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&mt_stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *
+find_reader(void *arg)
+{
+	uint64_t x = (uintptr_t)arg | 1;
+	uintptr_t pcs[STACK_DEPTH_MAX];
+
+	while (!__atomic_load_n(&mt_stop, __ATOMIC_ACQUIRE)) {
+		uint32_t done = __atomic_load_n(&find_done, __ATOMIC_ACQUIRE);
+		if (done == 0)
+			continue;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t k = (uint32_t)(x % done);
+		if (tfa_stack_table_find(&table, pcs, make_stack(k, pcs)) != find_ids[k])
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+START_TEST(test_stack_table_find_while_growing)
+{
+	pthread_t w, r[2];
+
+	for (uintptr_t t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_create(&r[t], NULL, find_reader, (void *)(t + 5)), 0);
+	ck_assert_int_eq(pthread_create(&w, NULL, find_writer, NULL), 0);
+	ck_assert_int_eq(pthread_join(w, NULL), 0);
+	for (int t = 0; t < 2; t++)
+		ck_assert_int_eq(pthread_join(r[t], NULL), 0);
+	ck_assert_uint_eq(mt_errors, 0);
+}
+END_TEST
 
 START_TEST(test_stack_table_threads_shared_nodes)
 {
@@ -916,6 +980,7 @@ stack_table_suite(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_stack_table_threads);
 	tcase_add_test(tc, test_stack_table_threads_shared_nodes);
+	tcase_add_test(tc, test_stack_table_find_while_growing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fork");
