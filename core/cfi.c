@@ -848,9 +848,14 @@ refuse(void)
 	return -1;
 }
 
-/* Where a walk is: the frame's return address, and the registers its caller gets back. */
+/*
+ * Where a walk is: the frame's return address, and the registers its caller
+ * gets back; and where the last step read the return address and %rbp (0:
+ * not read).
+ */
 typedef struct walk_s {
 	uintptr_t pc, sp, bp;
+	uintptr_t ra_at, bp_at;
 } walk_t;
 
 enum { STEP_ON, STEP_END, STEP_REFUSE, STEP_SLOW };
@@ -880,8 +885,10 @@ slow_step(slot_t *table, uint32_t mask, uint32_t gen, uintptr_t lo, uintptr_t st
 		if (bp_at < lo || bp_at > stack_end - 8 || (bp_at & 7) != 0)
 			return STEP_REFUSE;
 		w->bp = *(const uintptr_t *)bp_at;
+		w->bp_at = bp_at;
 	}
 	w->pc = *(const uintptr_t *)ra_at;
+	w->ra_at = ra_at;
 	w->sp = cfa;
 	if (w->pc == 0)
 		return STEP_END; /* as libunwind: a zero return address ends the stack */
@@ -905,7 +912,7 @@ slow_step(slot_t *table, uint32_t mask, uint32_t gen, uintptr_t lo, uintptr_t st
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
 fast_step(const slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t stack_end, uintptr_t *pc,
-	  uintptr_t *sp, uintptr_t *bp)
+	  uintptr_t *sp, uintptr_t *bp, uintptr_t *bp_slot)
 {
 	const slot_t *s = slot_at(table, *pc, mask4);
 	if (tfa_unlikely(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != *pc)) {
@@ -947,6 +954,9 @@ fast_step(const slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t stack_en
 		if (tfa_unlikely(bp_at < *sp || bp_at >= cfa - 8))
 			return STEP_SLOW;
 		*bp = *(const uintptr_t *)bp_at;
+		*bp_slot = bp_at;
+	} else {
+		*bp_slot = 0;
 	}
 	*pc = *(const uintptr_t *)(cfa - 8);
 	*sp = cfa;
@@ -961,14 +971,16 @@ fast_step(const slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t stack_en
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
 slow_step_regs(slot_t *table, uintptr_t mask4, uint64_t gen, uintptr_t lo, uintptr_t stack_end,
-	       uintptr_t *pc, uintptr_t *sp, uintptr_t *bp)
+	       uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, uintptr_t *ra_at, uintptr_t *bp_at)
 {
-	walk_t w = { *pc, *sp, *bp };
+	walk_t w = { *pc, *sp, *bp, 0, 0 };
 	int r = slow_step(table, (uint32_t)(mask4 >> 2), (uint32_t)gen, lo, stack_end, &w);
 
 	*pc = w.pc;
 	*sp = w.sp;
 	*bp = w.bp;
+	*ra_at = w.ra_at;
+	*bp_at = w.bp_at;
 	return r;
 }
 
@@ -988,6 +1000,7 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 	const uintptr_t mask4 = (uintptr_t)__atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE) << 2;
 	const uintptr_t lo = fp;
 	unsigned seen = 0;
+	uintptr_t unused_slot, unused_ra_at, unused_bp_at;
 	int r;
 
 	/* fp is 16-aligned by the ABI: never refused for it in practice. */
@@ -1014,11 +1027,12 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		}
 		if (++seen == limit)
 			return 0;
-		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp);
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp, &unused_slot);
 		if (r == STEP_ON)
 			r = pc == 0 ? STEP_END : pc < TFA_PC_MIN ? STEP_REFUSE : STEP_ON;
 		else if (r == STEP_SLOW)
-			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp);
+			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp, &unused_ra_at,
+					   &unused_bp_at);
 		if (r == STEP_END)
 			return 0;
 		if (tfa_unlikely(r == STEP_REFUSE))
@@ -1031,13 +1045,14 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 		*out++ = pc;
 		if (out == out_end)
 			break;
-		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp);
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp, &unused_slot);
 		if (tfa_likely(r == STEP_ON)) {
 			if (tfa_likely(pc >= TFA_PC_MIN))
 				continue;
 			r = pc == 0 ? STEP_END : STEP_REFUSE;
 		} else if (r == STEP_SLOW) {
-			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp);
+			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp, &unused_ra_at,
+					   &unused_bp_at);
 		}
 		if (r == STEP_END)
 			break;
@@ -1045,6 +1060,205 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 			return refuse();
 	}
 	return (int)(out - pcs);
+}
+
+/* ---- the walk with the thread's last one (core/stack_cache.h) ------------------------------- */
+
+/*
+ * Whether the stack still holds the last walk's levels from position m
+ * outwards: each step read the words it read then (see
+ * core/stack_cache.h).  Returns -1 when it does; else the outermost position
+ * whose step read differently (or cannot be checked): no match at or beyond
+ * it can hold either.  One pass without branches, a second only to say
+ * where.  REQUIRES: level m is the current walk's; the stack words the last
+ * walk read lie below c->top, within the stack.
+ */
+__attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
+outer_changed_at(const tfa_stack_cache_t *c, int m)
+{
+	const tfa_stack_level_t *lv = c->lv;
+	uintptr_t diff = 0;
+
+	/*
+	 * The step from the level itself first: where the walks differ, it is
+	 * nearly always there (a function called again at the same depth from
+	 * another place: the same %rsp and return address into it, another
+	 * return address out of it).
+	 */
+	if (*(const uintptr_t *)lv[m].ra_at != lv[m].ra || *(const uintptr_t *)lv[m].bp_at != lv[m].bp_read)
+		return m;
+	for (int p = m - 1; p >= 0; p--)
+		diff |= (*(const uintptr_t *)lv[p].ra_at ^ lv[p].ra)
+			| (*(const uintptr_t *)lv[p].bp_at ^ lv[p].bp_read);
+	if (tfa_likely(diff == 0))
+		return -1;
+	for (int p = 0;; p++)
+		if (*(const uintptr_t *)lv[p].ra_at != lv[p].ra
+		    || *(const uintptr_t *)lv[p].bp_at != lv[p].bp_read)
+			return p;
+}
+
+/*
+ * Walks as tfa_cfi_capture does, but against the thread's last walk (see
+ * core/stack_cache.h), and leaves the stack in the cache.  Positions the two
+ * walks share keep their levels (and the stack table's figures for them);
+ * the walk stops at the first level equal to one of the last walk's whose
+ * outer words are unchanged.
+ */
+__attribute__((no_sanitize_address)) TFA_NOINLINE int
+tfa_cfi_capture_cached(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t self_lo,
+		       uintptr_t self_hi, uintptr_t stack_end, tfa_stack_cache_t *c)
+{
+	const uintptr_t fp = frame;
+	slot_t *table = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
+	uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+	const uintptr_t mask4 = (uintptr_t)__atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE) << 2;
+	const uintptr_t lo = fp;
+	tfa_stack_level_t *scratch = c->scratch;
+	const uintptr_t nothing_read = (uintptr_t)&c->zero;
+	uintptr_t slot, top, ra_at, bp_at;
+	unsigned seen = 0, fresh = 0;
+	int r, m = -1;
+
+	if (tfa_unlikely(table == NULL || stack_end <= fp + 16 || (fp & 7) != 0))
+		goto refused;
+	const uintptr_t *record = (const uintptr_t *)fp;
+	uintptr_t pc = record[1], sp = fp + 16, bp = record[0];
+
+	/* To the anchor, then past the shim's own frames: as tfa_cfi_capture, then capture_stack. */
+	c->n_self = 0;
+	for (;;) {
+		if (pc == 0)
+			goto empty;
+		if (tfa_unlikely(pc < TFA_PC_MIN))
+			goto refused;
+		if (pc == anchor) {
+			if (pc < self_lo || pc >= self_hi)
+				break;
+			anchor = 0; /* found: what follows is the shim's frames, then the program's */
+		}
+		if (anchor != 0) {
+			if (seen++ >= search)
+				goto empty;
+		} else if (pc >= self_lo && pc < self_hi) {
+			if (c->n_self == TFA_STACK_CACHE_SELF_MAX)
+				goto not_served;
+			c->self_pcs[c->n_self++] = pc;
+		} else {
+			break;
+		}
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp, &slot);
+		if (r == STEP_SLOW)
+			r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp, &ra_at, &bp_at);
+		else if (r == STEP_ON && pc == 0)
+			r = STEP_END;
+		if (r == STEP_END)
+			goto empty;
+		if (r == STEP_REFUSE)
+			goto refused;
+	}
+
+	c->zero = 0;
+	if (c->len != 0 && c->gen == gen && c->top <= stack_end)
+		m = (int)c->len - 1;
+	for (;;) {
+		if (m >= 0) {
+			/* Stacks grow down: the last walk's levels below sp cannot be this one. */
+			while (m >= 0 && c->lv[m].sp < sp)
+				m--;
+			if (m >= 0 && c->lv[m].sp == sp && c->lv[m].pc == pc && c->lv[m].bp == bp) {
+				int changed = outer_changed_at(c, m);
+				if (changed < 0)
+					goto matched;
+				m = changed - 1;
+			}
+		}
+		if (tfa_unlikely(fresh == TFA_STACK_CACHE_LEVELS))
+			goto not_served;
+		tfa_stack_level_t *l = &scratch[fresh++];
+		l->pc = pc;
+		l->sp = sp;
+		l->bp = bp;
+		r = fast_step(table, mask4, gen, stack_end, &pc, &sp, &bp, &slot);
+		if (tfa_likely(r == STEP_ON)) {
+			/* The caller's return address at its CFA - 8, and its %rbp (or that word again). */
+			l->ra_at = sp - 8;
+			l->ra = pc;
+			l->bp_at = slot != 0 ? slot : sp - 8;
+			l->bp_read = slot != 0 ? bp : pc;
+			if (tfa_likely(pc >= TFA_PC_MIN))
+				continue;
+			if (pc != 0)
+				goto refused;
+			top = sp; /* ended by a zero return address, read at sp - 8 */
+			break;
+		}
+		l->ra_at = nothing_read;
+		l->bp_at = nothing_read;
+		l->ra = 0;
+		l->bp_read = 0;
+		if (r == STEP_END) {
+			top = l->sp; /* the outermost frame by its rule: nothing read */
+			break;
+		}
+		r = slow_step_regs(table, mask4, gen, lo, stack_end, &pc, &sp, &bp, &ra_at, &bp_at);
+		if (r == STEP_REFUSE)
+			goto refused;
+		if (ra_at == 0) {
+			top = l->sp; /* the outermost frame by its rule */
+			break;
+		}
+		/*
+		 * Read within the frame, as the fast step's: the checks then stay
+		 * between the walk's start and its end.  Elsewhere (a rule the
+		 * compilers do not write), never taken for checked.
+		 */
+		if (ra_at >= l->sp && ra_at < sp && (bp_at == 0 || (bp_at >= l->sp && bp_at < sp))) {
+			l->ra_at = ra_at;
+			l->ra = pc;
+			l->bp_at = bp_at != 0 ? bp_at : ra_at;
+			l->bp_read = bp_at != 0 ? bp : pc;
+		} else {
+			l->ra = 1; /* never what the zero word holds */
+		}
+		if (r == STEP_ON)
+			continue;
+		top = sp; /* a zero return address (pc), read within the frame */
+		break;
+	}
+	/* The stack's end: every level is new. */
+	for (unsigned i = 0; i < fresh; i++)
+		c->lv[fresh - 1 - i] = scratch[i];
+	c->len = fresh;
+	c->fresh = fresh;
+	c->hashed = 0;
+	c->known = 0;
+	c->gen = (uint32_t)gen;
+	c->top = top;
+	return (int)fresh;
+
+matched: {
+	/* Positions [0, m] stay; the new levels go inside them. */
+	unsigned len = (unsigned)m + 1 + fresh;
+	if (tfa_unlikely(len > TFA_STACK_CACHE_LEVELS))
+		goto not_served;
+	for (unsigned i = 0; i < fresh; i++)
+		c->lv[len - 1 - i] = scratch[i];
+	c->len = len;
+	c->fresh = fresh;
+	c->hashed = TFA_MIN(c->hashed, (uint32_t)m + 1);
+	c->known = TFA_MIN(c->known, (uint32_t)m + 1);
+	return (int)len;
+}
+empty:
+	c->len = 0;
+	return 0;
+not_served:
+	c->len = 0;
+	return -2;
+refused:
+	c->len = 0;
+	return refuse();
 }
 
 /* ---- interface ---------------------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "core/stack_cache.h"
 
 /* Below this, a "return address" is a small integer: the chain went wrong (both walks). */
 #define TFA_PC_MIN ((uintptr_t)4096)
@@ -43,6 +44,23 @@ int tfa_cfi_init(void);
  */
 int tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *pcs,
 		    unsigned max, unsigned skip, unsigned limit, uintptr_t stack_end);
+
+/*
+ * tfa_cfi_capture against the thread's last walk, kept in c (see
+ * core/stack_cache.h): from the anchor (among the first `search` + 1
+ * frames), past the shim's own frames, [self_lo, self_hi), which go to
+ * c->self_pcs, the stack goes to c->lv, outermost frame at position 0, and
+ * the walk stops at the first frame whose level and outer words are the last
+ * walk's.  Returns the stack's depth (c->len), 0 when the anchor is not
+ * there or no frame follows, -1 when the stack cannot be walked exactly
+ * here, -2 when the cache cannot hold it (deeper than
+ * TFA_STACK_CACHE_LEVELS, or more than TFA_STACK_CACHE_SELF_MAX frames of
+ * the shim's own): the cache is then empty, and the caller walks without
+ * it.  REQUIRES: the caller owns c (not busy).  [hot path]
+ * [async-signal-safe] [never allocates] [preserves errno]
+ */
+int tfa_cfi_capture_cached(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t self_lo,
+			   uintptr_t self_hi, uintptr_t stack_end, tfa_stack_cache_t *c);
 
 /*
  * Forgets every cached rule (lazily: a generation count): to call after a

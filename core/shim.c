@@ -321,29 +321,136 @@ check_new_stack(uint32_t id, const uintptr_t *pcs, unsigned depth)
 	}
 }
 
+/*
+ * The thread's cache of its last walk (core/stack_cache.h), mapped at its
+ * first capture; NULL for a thread without a record of its own, when no
+ * memory can be had, or while a capture this one interrupted (a signal
+ * handler's allocation) is using it.
+ */
+static TFA_ALWAYS_INLINE tfa_stack_cache_t *
+stack_cache_take(void)
+{
+	tfa_thread_rec_t *r = tfa_tls.rec;
+
+	if (tfa_unlikely(r == NULL || r == &tfa_orphan_rec))
+		return NULL;
+	tfa_stack_cache_t *c = r->stack_cache;
+	if (tfa_unlikely(c == NULL)) {
+		if (r->stack_cache_failed)
+			return NULL;
+		c = tfa_arena_map(sizeof(*c));
+		if (c == NULL) {
+			r->stack_cache_failed = true;
+			return NULL;
+		}
+		r->stack_cache = c;
+	}
+	if (c->busy)
+		return NULL;
+	c->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return c;
+}
+
+static TFA_ALWAYS_INLINE void
+stack_cache_give_back(tfa_stack_cache_t *c)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	c->busy = 0;
+}
+
+/* Stacks too deep for the cache skip it for this many captures before they try again. */
+#define STACK_CACHE_BACKOFF 256u
+
+/*
+ * capture_stack by the thread's last walk: the frames it shares with this
+ * one are only checked, and the stack table finds the stack by its new
+ * frames.  Returns 1 with *id_out when served; 0 when the walk was made but
+ * the stack is deeper than stacks.depth or the table is full: its frames
+ * are in pcs[0..*n_out), innermost first, for capture_stack to truncate;
+ * -1 when not served (no cache, a stack the cached walk cannot take):
+ * capture_stack walks without it.
+ */
+static int
+capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_out)
+{
+	tfa_stack_cache_t *c = stack_cache_take();
+
+	if (c == NULL)
+		return -1;
+	if (tfa_unlikely(c->backoff != 0)) {
+		c->backoff--;
+		stack_cache_give_back(c);
+		return -1;
+	}
+	int got = tfa_unwind_capture_cached_above(frame, c, stacks.self_lo, stacks.self_hi);
+	int served = 1;
+	if (got == 0) {
+		*id_out = 0;
+	} else if (got > 0 && tfa_likely((unsigned)got <= stacks.depth)
+		   && tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
+		uint32_t id = tfa_stack_table_intern_cached(&tfa_process_stacks, c);
+		if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED))) {
+			for (unsigned i = 0; i < (unsigned)got; i++)
+				pcs[i] = c->lv[(unsigned)got - 1 - i].pc;
+			check_new_stack(id, pcs, (unsigned)got);
+		}
+		*id_out = id;
+	} else if (got > 0 && (unsigned)got <= stacks.depth
+		   && (*id_out = tfa_stack_table_find_cached(&tfa_process_stacks, c)) != 0) {
+		/* The table is full, and has this stack. */
+	} else if (got > 0) {
+		_Static_assert(TFA_STACK_CACHE_LEVELS <= TFA_UNWIND_FRAMES_MAX, "pcs holds a cached stack");
+		/* Only the innermost frames that capture_stack keeps: a new stack in a full table keeps fewer. */
+		unsigned keep = (unsigned)got <= stacks.depth ? TRUNCATED_DEPTH : stacks.depth;
+		keep = TFA_MIN(keep, (unsigned)got);
+		for (unsigned i = 0; i < keep; i++)
+			pcs[i] = c->lv[(unsigned)got - 1 - i].pc;
+		*n_out = (unsigned)got;
+		served = 0;
+	} else {
+		if (got == -2)
+			c->backoff = STACK_CACHE_BACKOFF;
+		served = -1;
+	}
+	stack_cache_give_back(c);
+	return served;
+}
+
 /* The caller's stack, without the shim's own frames, interned; 0 when none. */
 static TFA_NOINLINE uint32_t
 capture_stack(void)
 {
 	uintptr_t pcs[TFA_UNWIND_FRAMES_MAX];
 	unsigned max = TFA_MIN(stacks.depth + 8u, (unsigned)TFA_UNWIND_FRAMES_MAX);
-
-	/*
-	 * libunwind may allocate (its first use on a thread): such calls are
-	 * the shim's.  One guard for the capture and the interning.
-	 */
-	tfa_guard_enter();
 	/*
 	 * From the caller's caller on: both frames would be dropped as the
 	 * shim's.  The caller's frame record is found by the frame-pointer
 	 * chain: the shim is built with frame pointers (TFA_SHIM_FLAGS), as
 	 * TFALLOC_STACKS=fp needs too.
 	 */
-	unsigned n = tfa_unwind_capture_above(stacks.mode, *(void *const *)__builtin_frame_address(0), pcs,
-					      max, 0);
-	unsigned skip = 0;
-	while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
-		skip++;
+	const void *frame = *(void *const *)__builtin_frame_address(0);
+
+	/*
+	 * libunwind may allocate (its first use on a thread): such calls are
+	 * the shim's.  One guard for the capture and the interning.
+	 */
+	tfa_guard_enter();
+	unsigned n = 0, skip = 0;
+	int cached = -1;
+	if (stacks.mode == TFA_STACKS_UNWIND) {
+		uint32_t id;
+		cached = capture_cached(frame, &id, pcs, &n);
+		if (tfa_likely(cached > 0)) {
+			tfa_guard_exit();
+			return id;
+		}
+	}
+	if (cached < 0) {
+		n = tfa_unwind_capture_above(stacks.mode, frame, pcs, max, 0);
+		while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
+			skip++;
+	}
 	unsigned depth = TFA_MIN(n - skip, stacks.depth);
 	if (depth == 0) {
 		tfa_guard_exit();
@@ -358,7 +465,9 @@ capture_stack(void)
 		 * known stacks are still found; a new one keeps its innermost
 		 * frames, which name the site, in the room left above the limit.
 		 */
-		id = tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
+		/* capture_cached looked for a stack it walked whole. */
+		id = cached == 0 && n <= stacks.depth ? 0
+						      : tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
 		if (id == 0) {
 			depth = TFA_MIN(depth, TRUNCATED_DEPTH);
 			id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);

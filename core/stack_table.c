@@ -34,6 +34,7 @@ index_lg_cap(uintptr_t index)
 #define NODE_CHUNK_BYTES        (TFA_STACK_NODE_CHUNK * sizeof(tfa_stack_node_t))
 
 _Static_assert(sizeof(tfa_stack_node_t) == 16, "nodes are 16 bytes");
+_Static_assert(TFA_STACK_CACHE_LEVELS <= TFA_STACK_DEPTH_MAX, "a cached stack is never truncated");
 _Static_assert(TFA_STACK_INDEX_LG_MAX <= INDEX_LG_MASK, "lg_cap fits below the page offset");
 _Static_assert(TFA_STACK_DEPTH_MAX < TFA_STACK_NODE_CHUNK,
                "the nodes of one stack need at most one new chunk");
@@ -48,23 +49,30 @@ mix(uint64_t a, uint64_t b)
 }
 
 /*
- * wyhash's multiply-fold, two frames per multiplication so that the
- * dependency chain is half the depth.  The constants have their top bit set:
- * no user-space address equals one, so no frame zeroes a product.
+ * wyhash's multiply-fold, one frame at a time from the outermost inwards,
+ * so that the hash of a stack is the hash of its outer frames taken one
+ * frame further: a capture that kept its outer frames from the last one
+ * (core/stack_cache.h) hashes only its new inner frames.  The constants
+ * have their top bit set: no user-space address equals one, so no frame
+ * zeroes a product.  (Two frames a multiplication, inner first, halved the
+ * dependency chain of a whole stack; the cached captures hash a few frames.)
  */
+#define HASH_SEED UINT64_C(0x8ebc6af09c88c6e3)
+
+static TFA_ALWAYS_INLINE uint64_t
+hash_step(uint64_t outer, uintptr_t pc)
+{
+	return mix(pc ^ UINT64_C(0xa0761d6478bd642f), outer ^ UINT64_C(0xe7037ed1a0b428db));
+}
+
 static TFA_ALWAYS_INLINE uint64_t
 stack_hash(const uintptr_t *pcs, unsigned depth)
 {
-	const uint64_t k0 = UINT64_C(0xa0761d6478bd642f), k1 = UINT64_C(0xe7037ed1a0b428db);
-	const uint64_t k2 = UINT64_C(0x8ebc6af09c88c6e3);
-	uint64_t h = k2 ^ depth;
-	unsigned i = 0;
+	uint64_t h = HASH_SEED;
 
-	for (; i + 1 < depth; i += 2)
-		h = mix(pcs[i] ^ k0, pcs[i + 1] ^ h);
-	if (i < depth)
-		h = mix(pcs[i] ^ k0, h ^ k1);
-	return mix(h ^ k1, k2);
+	for (unsigned i = depth; i-- > 0;)
+		h = hash_step(h, pcs[i]);
+	return h;
 }
 
 /*
@@ -465,6 +473,105 @@ tfa_stack_table_intern(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned dept
 	return intern_slow(t, pcs, depth, h);
 }
 
+/*
+ * Whether the chain from n is the cache's positions [q, len), innermost
+ * first, then the node `outer` (the trie's node of positions [0, q), NULL
+ * for none): nodes are unique in the trie, so the outer frames need no
+ * comparison.
+ */
+static TFA_ALWAYS_INLINE bool
+chain_equals_cached(const tfa_stack_node_t *n, const tfa_stack_level_t *lv, unsigned len, unsigned q,
+		    const tfa_stack_node_t *outer)
+{
+	for (unsigned p = len; p-- > q;) {
+		if (n->pc != lv[p].pc)
+			return false;
+		n = n->parent;
+	}
+	return n == outer;
+}
+
+/* index_find for the cache's stack. */
+static TFA_ALWAYS_INLINE uint32_t
+index_find_cached(const tfa_stack_table_t *t, uintptr_t index, uint64_t h, const tfa_stack_cache_t *c,
+		  unsigned len, unsigned q, const tfa_stack_node_t *outer)
+{
+	const uint64_t *slots = index_slots(index);
+	uint64_t mask = ((uint64_t)1 << index_lg_cap(index)) - 1;
+	uint64_t key = slot_key(h, len);
+
+	for (uint64_t i = slot_home(h, mask);; i = (i + 1) & mask) {
+		uint64_t slot = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+		if (slot == 0)
+			return 0;
+		if (slot >> SLOT_ID_BITS == key
+		    && chain_equals_cached(stack_node(t, (uint32_t)slot), c->lv, len, q, outer))
+			return (uint32_t)(slot & SLOT_ID_MASK);
+	}
+}
+
+/* tfa_stack_table_intern_cached, and tfa_stack_table_find_cached (insert false). */
+static TFA_ALWAYS_INLINE uint32_t
+lookup_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c, bool insert)
+{
+	unsigned len = c->len;
+
+	if (tfa_unlikely(len == 0))
+		return 0;
+	const tfa_stack_level_t *lv = c->lv;
+	unsigned p = c->hashed;
+	uint64_t h = p != 0 ? c->hash[p - 1] : HASH_SEED;
+	for (; p < len; p++) {
+		h = hash_step(h, lv[p].pc);
+		c->hash[p] = h;
+	}
+	c->hashed = len;
+	/* The innermost frame has a directory entry, not a node of the trie. */
+	unsigned q = TFA_MIN(c->known, len - 1);
+	const tfa_stack_node_t *outer = q != 0 ? c->node[q - 1] : NULL;
+	uint32_t id = 0;
+	for (uintptr_t index = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE); index != 0;) {
+		id = index_find_cached(t, index, h, c, len, q, outer);
+		if (id != 0 || insert)
+			break;
+		/* A miss in an index replaced meanwhile (its pages given back read as empty): again. */
+		uintptr_t now = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
+		if (now == index)
+			break;
+		index = now;
+	}
+	if (id == 0) {
+		if (!insert)
+			return 0;
+		uintptr_t pcs[TFA_STACK_CACHE_LEVELS];
+		for (unsigned i = 0; i < len; i++)
+			pcs[i] = lv[len - 1 - i].pc;
+		id = intern_slow(t, pcs, len, h);
+		if (id == 0)
+			return 0;
+	}
+	/* The nodes of the new positions, for the next capture that keeps them. */
+	const tfa_stack_node_t *n = stack_node(t, id)->parent;
+	for (p = len - 1; p-- > q;) {
+		c->node[p] = n;
+		n = n->parent;
+	}
+	c->known = len - 1;
+	return id;
+}
+
+uint32_t
+tfa_stack_table_intern_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c)
+{
+	return lookup_cached(t, c, true);
+}
+
+uint32_t
+tfa_stack_table_find_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c)
+{
+	return lookup_cached(t, c, false);
+}
+
 uint32_t
 tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth)
 {
@@ -482,6 +589,12 @@ tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned 
 		index = now;
 	}
 	return 0;
+}
+
+uint64_t
+tfa_stack_table_test_hash(const uintptr_t *pcs, unsigned depth)
+{
+	return stack_hash(pcs, depth);
 }
 
 void

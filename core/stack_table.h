@@ -58,6 +58,7 @@
 
 #include "core/common.h"
 #include "core/lock.h"
+#include "core/stack_cache.h"
 
 /* Deeper stacks are truncated to their innermost TFA_STACK_DEPTH_MAX frames (9 bits). */
 #define TFA_STACK_DEPTH_MAX 256
@@ -120,8 +121,24 @@ extern tfa_stack_table_t tfa_process_stacks;
  */
 uint32_t tfa_stack_table_intern(tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth);
 
+/*
+ * tfa_stack_table_intern of the stack a cached capture left in c (positions
+ * [0, c->len), outermost first): hashes the positions past c->hashed and
+ * compares the frames past c->known, the node of the others standing for
+ * them, then fills both for the next capture.  Returns 0 as intern does.
+ * REQUIRES: c's positions [0, known) had their nodes from this table.
+ * [hot path] [never allocates] [takes table lock when the stack is new]
+ */
+uint32_t tfa_stack_table_intern_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c);
+
+/* tfa_stack_table_find of the cache's stack, as intern_cached finds it: never inserts.  [lock-free] */
+uint32_t tfa_stack_table_find_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c);
+
 /* The id of stack pcs[0..depth) if it is in the table, else 0: never inserts.  [lock-free] */
 uint32_t tfa_stack_table_find(const tfa_stack_table_t *t, const uintptr_t *pcs, unsigned depth);
+
+/* For tests: the hash of pcs[0..depth) (innermost first) that the index keeps 29 bits of. */
+uint64_t tfa_stack_table_test_hash(const uintptr_t *pcs, unsigned depth);
 
 /*
  * At most `limit` stacks (0: TFA_STACK_ID_MAX): past it, intern finds known

@@ -78,6 +78,13 @@ typedef struct tfa_thread_rec_s {
 	 * when the record passes to a new thread.
 	 */
 	int foreign_tcache_flags;
+	/*
+	 * The last walk of this record's thread, mapped at its first capture
+	 * (core/stack_cache.h); kept when the record passes to a new thread.
+	 * NULL: none yet; cache_failed: none to be had.
+	 */
+	struct tfa_stack_cache_s *stack_cache;
+	bool stack_cache_failed;
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
 enum tfa_tls_state_e {

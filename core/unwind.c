@@ -398,6 +398,34 @@ tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *p
 	return capture_from(mode, (uintptr_t)frame, ((const uintptr_t *)frame)[1], pcs, max, skip);
 }
 
+/* Reads the caller's frame record: not instrumented by ASan. */
+__attribute__((no_sanitize_address)) TFA_NOINLINE int
+tfa_unwind_capture_cached_above(const void *frame, tfa_stack_cache_t *c, uintptr_t self_lo,
+				uintptr_t self_hi)
+{
+	if (tfa_unlikely(((uintptr_t)frame & 7) != 0
+			 || (uintptr_t)frame <= (uintptr_t)__builtin_frame_address(0))
+	    || __atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) == NULL) {
+		c->len = 0;
+		return 0;
+	}
+	uintptr_t anchor = ((const uintptr_t *)frame)[1];
+	int got = tfa_cfi_capture_cached((uintptr_t)frame, anchor, INTERNAL_FRAMES_MAX, self_lo, self_hi,
+					 fp_stack_end((uintptr_t)frame), c);
+	if (tfa_unlikely(tfa_unwind_verify.on) && got >= 0) {
+		/* The shim's frames, then the stack: what the walk without the cache would list. */
+		uintptr_t pcs[TFA_STACK_CACHE_SELF_MAX + TFA_STACK_CACHE_LEVELS];
+		unsigned n = 0;
+		for (unsigned i = 0; i < c->n_self; i++)
+			pcs[n++] = c->self_pcs[i];
+		for (unsigned p = (unsigned)got; p-- > 0;)
+			pcs[n++] = c->lv[p].pc;
+		/* One more than it has: a walk that ended too soon differs in length. */
+		verify(pcs, n, anchor, n + 1, 0);
+	}
+	return got;
+}
+
 void
 tfa_unwind_flush_caches(void)
 {

@@ -73,6 +73,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "core/stack_cache.h"
 
 typedef enum tfa_stacks_mode_e {
 	TFA_STACKS_NONE = 0,
@@ -106,6 +107,18 @@ int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
  * how many were stored.  [hot path] [never allocates in TFA_STACKS_FP]
  */
 unsigned tfa_unwind_capture(tfa_stacks_mode_t mode, uintptr_t *pcs, unsigned max, unsigned skip);
+
+/*
+ * tfa_unwind_capture_above in TFA_STACKS_UNWIND against the thread's last
+ * walk (core/stack_cache.h): the stack goes to c->lv (outermost first) with
+ * the frames in [self_lo, self_hi) at its inner end left out (to
+ * c->self_pcs).  Returns the depth, 0, or a negative number when the walk
+ * cannot be made exactly this way (tfa_cfi_capture_cached): the caller then
+ * takes tfa_unwind_capture_above, which asks libunwind where cfi.c cannot.
+ * REQUIRES: the caller owns c.  [hot path] [never allocates]
+ */
+int tfa_unwind_capture_cached_above(const void *frame, tfa_stack_cache_t *c, uintptr_t self_lo,
+				    uintptr_t self_hi);
 
 /*
  * tfa_unwind_capture from the caller's caller: pcs[0] is the return address

@@ -98,3 +98,17 @@ frames_depth(int levels, frames_leaf_fn leaf, void *arg)
 	frames_recurse(levels - 1, leaf, arg);
 	BARRIER();
 }
+
+/*
+ * The same callee from two call sites at the same stack depth: its frames
+ * lie at the same addresses with the same return addresses into it both
+ * times, only its own return address (into here) differs.
+ */
+__attribute__((noinline)) void
+frames_two_sites(frames_leaf_fn leaf, void *arg)
+{
+	frames_recurse(2, leaf, arg);
+	BARRIER();
+	frames_recurse(2, leaf, arg);
+	BARRIER();
+}

@@ -17,6 +17,7 @@ void frames_big(frames_leaf_fn leaf, void *arg);
 void frames_qsort(frames_leaf_fn leaf, void *arg);
 void frames_depth(int levels, frames_leaf_fn leaf, void *arg);
 void frames_cxx(frames_leaf_fn leaf, void *arg);
+void frames_two_sites(frames_leaf_fn leaf, void *arg);
 
 #ifdef __cplusplus
 }

@@ -188,6 +188,253 @@ START_TEST(test_cfi_cached)
 }
 END_TEST
 
+/* ---- the walk against the thread's last one (core/stack_cache.h) --------------------------- */
+
+static tfa_stack_cache_t stack_cache;
+
+/* A cached walk and a plain one from the same frame, and what the cached one left. */
+struct cprobe {
+	uintptr_t self_lo, self_hi;
+	int got;       /* tfa_unwind_capture_cached_above */
+	unsigned n;    /* tfa_unwind_capture_above: the shim's frames too */
+	unsigned n_self, fresh;
+	uint64_t refusals;
+	uintptr_t pcs[TFA_UNWIND_FRAMES_MAX];
+	uintptr_t cached[TFA_STACK_CACHE_SELF_MAX + TFA_STACK_CACHE_LEVELS]; /* self frames, then the stack */
+};
+
+void cached_here(void *arg);
+
+__attribute__((noinline)) void
+cached_here(void *arg)
+{
+	struct cprobe *p = arg;
+	const void *frame = __builtin_frame_address(0);
+	uint64_t before = tfa_cfi_refusals();
+
+	p->got = tfa_unwind_capture_cached_above(frame, &stack_cache, p->self_lo, p->self_hi);
+	p->n = tfa_unwind_capture_above(TFA_STACKS_UNWIND, frame, p->pcs, TFA_UNWIND_FRAMES_MAX - 8, 0);
+	p->refusals = tfa_cfi_refusals() - before;
+	p->n_self = stack_cache.n_self;
+	p->fresh = stack_cache.fresh;
+	unsigned k = 0;
+	for (unsigned i = 0; i < stack_cache.n_self; i++)
+		p->cached[k++] = stack_cache.self_pcs[i];
+	for (int pos = p->got; pos-- > 0;)
+		p->cached[k++] = stack_cache.lv[pos].pc;
+	__asm__ volatile("" ::: "memory");
+}
+
+/* The cached walk gave the plain walk's frames, all of them, without a refusal. */
+static void
+check_cached(const struct cprobe *p, const char *what)
+{
+	ck_assert_msg(p->got > 0, "%s: cached walk returned %d", what, p->got);
+	ck_assert_msg(p->refusals == 0, "%s: refused", what);
+	ck_assert_msg(p->n < TFA_UNWIND_FRAMES_MAX - 8, "%s: too deep to compare", what);
+	ck_assert_msg(p->n == p->n_self + (unsigned)p->got, "%s: %u frames, cached %u + %d", what, p->n,
+		      p->n_self, p->got);
+	for (unsigned i = 0; i < p->n; i++)
+		ck_assert_msg(p->cached[i] == p->pcs[i], "%s: frame %u: cached %#lx (%s), walked %#lx (%s)",
+			      what, i, (unsigned long)p->cached[i], function_of(p->cached[i]),
+			      (unsigned long)p->pcs[i], function_of(p->pcs[i]));
+}
+
+/*
+ * Shapes of every kind in a fixed random order, each walked against the
+ * last: always the frames of the plain walk; most of them only checked.
+ */
+START_TEST(test_cfi_cached_walks)
+{
+	uint64_t rng = 0x9e3779b97f4a7c15u;
+	unsigned long walked = 0, levels = 0;
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	for (int round = 0; round < 600; round++) {
+		struct cprobe p = { 0 };
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		switch (rng % 8) {
+		case 0:
+		case 1:
+			frames_recurse((int)((rng >> 8) % 60), cached_here, &p);
+			break;
+		case 2:
+			frames_vla((int)((rng >> 8) % 200) + 1, cached_here, &p);
+			break;
+		case 3:
+			frames_alloca((rng >> 8) % 4000 + 16, cached_here, &p);
+			break;
+		case 4:
+			frames_big(cached_here, &p);
+			break;
+		case 5:
+			frames_qsort(cached_here, &p);
+			break;
+		case 6:
+			frames_cxx(cached_here, &p);
+			break;
+		default:
+			cached_here(&p);
+			break;
+		}
+		check_cached(&p, "shapes");
+		walked += p.fresh;
+		levels += (unsigned)p.got;
+	}
+	/* Some levels were checked, not walked: the outer frames (this test, check's runner, main). */
+	ck_assert_msg(walked < levels, "%lu levels walked of %lu", walked, levels);
+}
+END_TEST
+
+/*
+ * The same stack again: only the innermost frame is walked (its %rbp, here
+ * the probe's argument, differs); the rest is checked.  From a cache that
+ * is empty, and from one whose levels the slow step walked (the first walk
+ * of this test's own frames works their rules out).
+ */
+START_TEST(test_cfi_cached_again)
+{
+	struct cprobe p[3];
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	for (int i = 0; i < 3; i++) {
+		memset(&p[i], 0, sizeof(p[i]));
+		frames_recurse(30, cached_here, &p[i]);
+		check_cached(&p[i], "again");
+	}
+	ck_assert_uint_eq(p[0].fresh, (unsigned)p[0].got);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_uint_le(p[i].fresh, 1);
+		ck_assert_int_eq(p[i].got, p[0].got);
+	}
+}
+END_TEST
+
+struct two_calls {
+	int calls;
+	struct cprobe p[2];
+};
+
+static void
+cached_twice(void *arg)
+{
+	struct two_calls *t = arg;
+
+	cached_here(&t->p[t->calls++]);
+}
+
+/*
+ * The case that makes the cache check every outer word: the second call of
+ * frames_recurse from frames_two_sites lies at the same stack addresses as
+ * the first, with the same return addresses into it, and the walk meets
+ * the last one there; only the return address out of it differs.  A cache
+ * that trusted the frame where the walks meet would give the first call
+ * site again.
+ */
+START_TEST(test_cfi_cached_same_depth_other_site)
+{
+	static struct two_calls t;
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	memset(&t, 0, sizeof(t));
+	frames_two_sites(cached_twice, &t);
+	ck_assert_int_eq(t.calls, 2);
+	unsigned site = 0, differ = 0;
+	for (int i = 0; i < 2; i++)
+		check_cached(&t.p[i], i == 0 ? "first site" : "second site");
+	ck_assert_int_eq(t.p[0].got, t.p[1].got);
+	for (unsigned i = 0; i < t.p[0].n; i++) {
+		if (t.p[0].pcs[i] != t.p[1].pcs[i]) {
+			differ++;
+			site = i;
+		}
+	}
+	/* The return into frames_two_sites: the other frames are the same. */
+	ck_assert_uint_eq(differ, 1);
+	ck_assert_str_eq(function_of(t.p[1].pcs[site]), "frames_two_sites");
+	/* The second walk did use the cache: it walked past the call site, not the whole stack. */
+	ck_assert_uint_lt(t.p[1].fresh, (unsigned)t.p[1].got);
+	ck_assert_uint_gt(t.p[1].fresh, site - 1);
+}
+END_TEST
+
+/*
+ * A flush (a library unloaded) and the rules may change: the next walk
+ * checks nothing of the last.  (The captures come from one call site: from
+ * another, the frames below it are at the same addresses, and are walked
+ * again, as the two-sites case shows.)
+ */
+START_TEST(test_cfi_cached_flush)
+{
+	struct cprobe p[4];
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	for (int i = 0; i < 4; i++) {
+		if (i == 3)
+			tfa_cfi_flush();
+		memset(&p[i], 0, sizeof(p[i]));
+		frames_recurse(10, cached_here, &p[i]);
+		check_cached(&p[i], i < 3 ? "before the flush" : "after the flush");
+	}
+	ck_assert_uint_le(p[2].fresh, 1);
+	ck_assert_uint_eq(p[3].fresh, (unsigned)p[3].got);
+}
+END_TEST
+
+/* Deeper than the cache holds: -2 and an empty cache; the next stack that fits is walked whole. */
+START_TEST(test_cfi_cached_too_deep)
+{
+	struct cprobe p = { 0 };
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	frames_recurse(5, cached_here, &p);
+	check_cached(&p, "shallow");
+	memset(&p, 0, sizeof(p));
+	frames_recurse(TFA_STACK_CACHE_LEVELS + 20, cached_here, &p);
+	ck_assert_int_eq(p.got, -2);
+	ck_assert_uint_eq(stack_cache.len, 0);
+	memset(&p, 0, sizeof(p));
+	frames_recurse(5, cached_here, &p);
+	check_cached(&p, "shallow again");
+	ck_assert_uint_eq(p.fresh, (unsigned)p.got);
+}
+END_TEST
+
+/* The code range of the function holding pc. */
+static void
+function_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+{
+	Dl_info info;
+	void *extra = NULL;
+
+	ck_assert_int_ne(dladdr1((void *)pc, &info, &extra, RTLD_DL_SYMENT), 0);
+	const ElfW(Sym) *sym = extra;
+	ck_assert_ptr_nonnull(sym);
+	*lo = (uintptr_t)info.dli_saddr;
+	*hi = *lo + sym->st_size;
+}
+
+/* The frames at the inner end in [self_lo, self_hi) go to self_pcs, not into the stack. */
+START_TEST(test_cfi_cached_self_frames)
+{
+	struct cprobe p = { 0 };
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	/* The anchor, the return address into cached_here's caller, is the innermost frames_recurse's. */
+	function_range((uintptr_t)&frames_recurse, &p.self_lo, &p.self_hi);
+	frames_recurse(3, cached_here, &p);
+	check_cached(&p, "self frames");
+	ck_assert_uint_eq(p.n_self, 4);
+	ck_assert(p.cached[p.n_self] < p.self_lo || p.cached[p.n_self] >= p.self_hi);
+	/* More than the cache keeps: not served. */
+	struct cprobe q = { .self_lo = p.self_lo, .self_hi = p.self_hi };
+	frames_recurse(TFA_STACK_CACHE_SELF_MAX + 2, cached_here, &q);
+	ck_assert_int_eq(q.got, -2);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 void *probe_on_thread(void *arg);
@@ -545,6 +792,12 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_alloca_vla_big);
 	tcase_add_test(tc, test_cfi_through_libc_and_cxx);
 	tcase_add_test(tc, test_cfi_cached);
+	tcase_add_test(tc, test_cfi_cached_walks);
+	tcase_add_test(tc, test_cfi_cached_again);
+	tcase_add_test(tc, test_cfi_cached_same_depth_other_site);
+	tcase_add_test(tc, test_cfi_cached_flush);
+	tcase_add_test(tc, test_cfi_cached_too_deep);
+	tcase_add_test(tc, test_cfi_cached_self_frames);
 	tcase_add_test(tc, test_cfi_threads);
 	tcase_add_test(tc, test_cfi_signal);
 	tcase_add_test(tc, test_cfi_dlclose);

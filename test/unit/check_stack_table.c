@@ -12,6 +12,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -948,6 +949,188 @@ START_TEST(test_stack_table_fork_child_consistent)
 }
 END_TEST
 
+/* ---- stacks a cached capture leaves (core/stack_cache.h) -------------------------------- */
+
+static tfa_stack_table_t plain_table;
+static tfa_stack_cache_t stack_cache;
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t
+next_rng(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/*
+ * A walk that kept positions [0, keep) of the last stack and found `fresh`
+ * new inner frames: what tfa_cfi_capture_cached leaves in the cache.
+ */
+static void
+cache_walk(tfa_stack_cache_t *c, unsigned keep, unsigned fresh, uint64_t *rng)
+{
+	for (unsigned p = keep; p < keep + fresh; p++)
+		/* Few call sites per position: stacks repeat and share their outer frames. */
+		c->lv[p].pc = 0x7f0000000000 + (uintptr_t)(next_rng(rng) % 3) * 64 + p;
+	c->len = keep + fresh;
+	c->fresh = fresh;
+	c->hashed = TFA_MIN(c->hashed, keep);
+	c->known = TFA_MIN(c->known, keep);
+}
+
+/* The cache's stack, innermost first, as the walk without the cache gives it. */
+static unsigned
+cache_pcs(const tfa_stack_cache_t *c, uintptr_t *pcs)
+{
+	for (unsigned i = 0; i < c->len; i++)
+		pcs[i] = c->lv[c->len - 1 - i].pc;
+	return c->len;
+}
+
+/*
+ * tfa_stack_table_intern_cached against tfa_stack_table_intern on a table of
+ * its own, over 20,000 walks that keep any part of the last stack: the same
+ * ids in the same order (ids go to stacks as they are first seen), the same
+ * frames, found again by tfa_stack_table_find and by find_cached; and the
+ * hashes and nodes the cache keeps are those of its positions.
+ */
+START_TEST(test_stack_table_intern_cached)
+{
+	uint64_t rng = 88172645463325252u;
+	uintptr_t pcs[TFA_STACK_CACHE_LEVELS];
+	unsigned reused = 0;
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	for (int round = 0; round < 20000; round++) {
+		tfa_stack_cache_t *c = &stack_cache;
+		unsigned keep = c->len == 0 ? 0 : (unsigned)(next_rng(&rng) % (c->len + 1));
+		unsigned fresh = (unsigned)(next_rng(&rng) % 4) + (keep == 0);
+		if (keep + fresh > 40)
+			keep = 0, fresh = 1 + (unsigned)(next_rng(&rng) % 30);
+		reused += keep != 0 && TFA_MIN(c->known, keep) != 0;
+		cache_walk(c, keep, fresh, &rng);
+		unsigned depth = cache_pcs(c, pcs);
+		uint32_t id = tfa_stack_table_intern_cached(&table, c);
+		uint32_t want = tfa_stack_table_intern(&plain_table, pcs, depth);
+		ck_assert_uint_ne(id, 0);
+		ck_assert_msg(id == want, "round %d: id %u, the plain table %u", round, id, want);
+		ck_assert(holds(id, pcs, depth));
+		ck_assert_uint_eq(tfa_stack_table_find(&table, pcs, depth), id);
+		ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), id);
+		ck_assert_uint_eq(c->hashed, depth);
+		ck_assert_uint_eq(c->known, depth - 1);
+		/* Each position's node holds that position and the outer ones. */
+		unsigned p = next_rng(&rng) % depth;
+		if (p + 1 < depth) {
+			const tfa_stack_node_t *n = c->node[p];
+			for (unsigned q = p + 1; q-- > 0; n = n->parent)
+				ck_assert_uint_eq(n->pc, c->lv[q].pc);
+			ck_assert_ptr_null(n);
+		}
+	}
+	ck_assert_uint_eq(tfa_stack_table_count(&table), tfa_stack_table_count(&plain_table));
+	ck_assert_uint_gt(tfa_stack_table_count(&table), 1000);
+	ck_assert_uint_gt(reused, 5000); /* most lookups started from a known outer node */
+	tfa_stack_table_destroy(&plain_table);
+}
+END_TEST
+
+/* find_cached never inserts; a stack it misses, intern_cached adds, and it finds. */
+START_TEST(test_stack_table_find_cached)
+{
+	uint64_t rng = 7;
+	tfa_stack_cache_t *c = &stack_cache;
+
+	memset(c, 0, sizeof(*c));
+	cache_walk(c, 0, 12, &rng);
+	ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 0);
+	uint32_t id = tfa_stack_table_intern_cached(&table, c);
+	ck_assert_uint_eq(id, 1);
+	/* One more inner frame under the known ones: a stack of its own, absent until interned. */
+	cache_walk(c, 12, 1, &rng);
+	ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 1);
+	ck_assert_uint_eq(tfa_stack_table_intern_cached(&table, c), 2);
+	/* Back to the first: its outer frames known, the innermost one again. */
+	cache_walk(c, 12, 0, &rng);
+	ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), id);
+	/* A limit reached: intern_cached finds known stacks, gives 0 for new ones. */
+	tfa_stack_table_set_limit(&table, 2);
+	cache_walk(c, 5, 3, &rng);
+	uintptr_t pcs[TFA_STACK_CACHE_LEVELS];
+	unsigned depth = cache_pcs(c, pcs);
+	if (tfa_stack_table_find(&table, pcs, depth) == 0)
+		ck_assert_uint_eq(tfa_stack_table_intern_cached(&table, c), 0);
+	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
+}
+END_TEST
+
+/*
+ * Two stacks whose hashes agree in the 29 bits the index keeps, with the
+ * same inner frames and different outer ones: a lookup that starts from the
+ * trie's node of the outer frames must compare that node, not only the
+ * frames it hashed.  The pair is searched for among 200,000 outer frames
+ * (the birthday bound of 29 bits is about 23,000).
+ */
+START_TEST(test_stack_table_cached_hash_collision)
+{
+	enum { TRIES = 200000 };
+	static uint64_t keyed[TRIES]; /* the key's 29 bits, then the outer frame's number */
+	uintptr_t pcs[3] = { 0x401000, 0x402000, 0 };
+	uintptr_t outer_a = 0, outer_b = 0;
+
+	for (uint32_t i = 0; i < TRIES; i++) {
+		pcs[2] = 0x7f0000000000 + (uintptr_t)i * 16;
+		keyed[i] = (tfa_stack_table_test_hash(pcs, 3) >> 35) << 32 | i;
+	}
+	qsort(keyed, TRIES, sizeof(keyed[0]), cmp_u64);
+	for (uint32_t i = 1; i < TRIES && outer_b == 0; i++) {
+		if (keyed[i] >> 32 == keyed[i - 1] >> 32) {
+			outer_a = 0x7f0000000000 + (uintptr_t)(uint32_t)keyed[i - 1] * 16;
+			outer_b = 0x7f0000000000 + (uintptr_t)(uint32_t)keyed[i] * 16;
+		}
+	}
+	ck_assert_msg(outer_b != 0, "no pair of colliding stacks among %d", TRIES);
+
+	tfa_stack_cache_t *c = &stack_cache;
+	memset(c, 0, sizeof(*c));
+	/* Stack A: outer_a, 0x402000, 0x401000 (positions 0..2). */
+	c->lv[0].pc = outer_a;
+	c->lv[1].pc = 0x402000;
+	c->lv[2].pc = 0x401000;
+	c->len = 3;
+	uint32_t a = tfa_stack_table_intern_cached(&table, c);
+	ck_assert_uint_ne(a, 0);
+	/* outer_b's node, by a stack that goes through it: outer_b, 0x402000, 0x999000. */
+	memset(c, 0, sizeof(*c));
+	c->lv[0].pc = outer_b;
+	c->lv[1].pc = 0x402000;
+	c->lv[2].pc = 0x999000;
+	c->len = 3;
+	ck_assert_uint_ne(tfa_stack_table_intern_cached(&table, c), 0);
+	ck_assert_uint_eq(c->known, 2);
+	/* Stack B, from that node: its hash finds A's slot, its outer node is not A's. */
+	c->lv[2].pc = 0x401000;
+	c->hashed = 2;
+	ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), 0);
+	uint32_t b = tfa_stack_table_intern_cached(&table, c);
+	ck_assert_uint_ne(b, 0);
+	ck_assert_uint_ne(b, a);
+	uintptr_t want_b[3] = { 0x401000, 0x402000, outer_b };
+	ck_assert(holds(b, want_b, 3));
+}
+END_TEST
+
 static Suite *
 stack_table_suite(void)
 {
@@ -965,6 +1148,9 @@ stack_table_suite(void)
 	tcase_add_test(tc, test_stack_table_shared_outer_frames_bytes);
 	tcase_add_test(tc, test_stack_table_get_foreach_round_trip);
 	tcase_add_test(tc, test_stack_table_arena_exhausted);
+	tcase_add_test(tc, test_stack_table_intern_cached);
+	tcase_add_test(tc, test_stack_table_find_cached);
+	tcase_add_test(tc, test_stack_table_cached_hash_collision);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("scale");
