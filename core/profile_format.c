@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include <stdbool.h>
+#include <string.h>
 
 #define CRC32_POLY 0xedb88320u /* IEEE 802.3, reflected */
 
@@ -18,7 +19,13 @@ enum crc32_table_state_e {
 	CRC32_TABLE_READY = 2,
 };
 
-static uint32_t crc32_table[256];
+/*
+ * Slicing-by-8: crc32_table[0] is the byte-at-a-time table; crc32_table[k][b]
+ * is the CRC register after byte b followed by k zero bytes, so that eight
+ * lookups, one per byte of a 64-bit word, advance the CRC by 8 bytes at once
+ * (8 KiB in .bss, the shim's own: no malloc).
+ */
+static uint32_t crc32_table[8][256];
 static int crc32_table_state;
 
 static uint32_t
@@ -30,9 +37,9 @@ crc32_byte(uint32_t c)
 }
 
 /*
- * Fills the table once.  The first caller fills it; a caller that comes while
- * another thread is filling it does not wait (the shim may call this from a
- * signal handler or a fork child) and computes bit by bit instead.
+ * Fills the tables once.  The first caller fills them; a caller that comes
+ * while another thread is filling them does not wait (the shim may call this
+ * from a signal handler or a fork child) and computes bit by bit instead.
  */
 static bool
 crc32_table_ready(void)
@@ -47,9 +54,28 @@ crc32_table_ready(void)
 	                                    false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return false;
 	for (uint32_t i = 0; i < 256; i++)
-		crc32_table[i] = crc32_byte(i);
+		crc32_table[0][i] = crc32_byte(i);
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = crc32_table[0][i];
+
+		for (int k = 1; k < 8; k++) {
+			c = crc32_table[0][c & 0xff] ^ (c >> 8);
+			crc32_table[k][i] = c;
+		}
+	}
 	__atomic_store_n(&crc32_table_state, CRC32_TABLE_READY, __ATOMIC_RELEASE);
 	return true;
+}
+
+/* The register after the 8 bytes of w (read little-endian): one lookup per byte. */
+static inline uint32_t
+crc32_word(uint32_t c, uint64_t w)
+{
+	w ^= c;
+	return crc32_table[7][w & 0xff] ^ crc32_table[6][(w >> 8) & 0xff]
+	       ^ crc32_table[5][(w >> 16) & 0xff] ^ crc32_table[4][(w >> 24) & 0xff]
+	       ^ crc32_table[3][(w >> 32) & 0xff] ^ crc32_table[2][(w >> 40) & 0xff]
+	       ^ crc32_table[1][(w >> 48) & 0xff] ^ crc32_table[0][w >> 56];
 }
 
 uint32_t
@@ -58,13 +84,22 @@ tfa_crc32(uint32_t crc, const void *data, size_t len)
 	const unsigned char *p = data;
 	uint32_t c = ~crc;
 
-	if (crc32_table_ready()) {
-		for (size_t i = 0; i < len; i++)
-			c = crc32_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-	} else {
+	if (!crc32_table_ready()) {
 		for (size_t i = 0; i < len; i++)
 			c = crc32_byte((c ^ p[i]) & 0xff) ^ (c >> 8);
+		return ~c;
 	}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* 8 bytes a step, any alignment (memcpy: one unaligned load on x86-64). */
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, sizeof(w));
+		c = crc32_word(c, w);
+	}
+#endif
+	for (; len > 0; p++, len--)
+		c = crc32_table[0][(c ^ *p) & 0xff] ^ (c >> 8);
 	return ~c;
 }
 

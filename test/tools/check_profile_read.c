@@ -266,6 +266,95 @@ START_TEST(test_profile_crc32_known_values)
 }
 END_TEST
 
+/* Bitwise CRC-32 continuing from crc (zlib's convention: 0 to start), one bit a step. */
+static uint32_t
+ref_crc32(uint32_t crc, const uint8_t *p, size_t n)
+{
+	uint32_t c = ~crc;
+
+	for (size_t i = 0; i < n; i++) {
+		c ^= p[i];
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
+	}
+	return ~c;
+}
+
+static void
+fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)(x >> 32);
+	}
+}
+
+/*
+ * tfa_crc32 reads 8 bytes a step: every length 0..300 at every start offset
+ * 0..7 against the bitwise reference, each in a block of its own that ends
+ * where the data ends (ASan sees a read past it), from 0 and from another
+ * start value; a buffer split at every point gives the CRC of the whole.
+ */
+START_TEST(test_profile_crc32_lengths_offsets)
+{
+	enum { MAXLEN = 300 };
+	static const char check[] = "123456789";
+	uint8_t src[MAXLEN + 8];
+
+	ck_assert_uint_eq(tfa_crc32(0, check, 9), 0xcbf43926u);
+	ck_assert_uint_eq(ref_crc32(0, (const uint8_t *)check, 9), 0xcbf43926u);
+	fill_random(src, sizeof(src), 0x9e3779b97f4a7c15u);
+	for (size_t off = 0; off < 8; off++) {
+		for (size_t len = 0; len <= MAXLEN; len++) {
+			uint8_t *block = malloc(off + len + 1);
+
+			ck_assert_ptr_nonnull(block);
+			memcpy(block + off, src + off, len);
+			ck_assert_msg(tfa_crc32(0, block + off, len) == ref_crc32(0, src + off, len),
+			              "offset %zu length %zu", off, len);
+			ck_assert_msg(tfa_crc32(0x12345678u, block + off, len)
+			                  == ref_crc32(0x12345678u, src + off, len),
+			              "offset %zu length %zu from 0x12345678", off, len);
+			free(block);
+		}
+	}
+	for (size_t off = 0; off < 8; off++) {
+		const uint8_t *b = src + off;
+		uint32_t whole = ref_crc32(0, b, MAXLEN);
+
+		ck_assert_uint_eq(tfa_crc32(0, b, MAXLEN), whole);
+		for (size_t cut = 0; cut <= MAXLEN; cut++)
+			ck_assert_msg(tfa_crc32(tfa_crc32(0, b, cut), b + cut, MAXLEN - cut) == whole,
+			              "offset %zu split at %zu", off, cut);
+		for (size_t cut = 0; cut + 13 <= MAXLEN; cut += 5) {
+			uint32_t c = tfa_crc32(0, b, cut);
+
+			c = tfa_crc32(c, b + cut, 13);
+			ck_assert_msg(tfa_crc32(c, b + cut + 13, MAXLEN - cut - 13) == whole,
+			              "offset %zu split at %zu and %zu", off, cut, cut + 13);
+		}
+	}
+}
+END_TEST
+
+/* A buffer of 1 MiB and a bit, the size of the profile's big records and more. */
+START_TEST(test_profile_crc32_large)
+{
+	size_t n = (1u << 20) + 13;
+	uint8_t *b = malloc(n);
+
+	ck_assert_ptr_nonnull(b);
+	fill_random(b, n, 42);
+	ck_assert_uint_eq(tfa_crc32(0, b, n), ref_crc32(0, b, n));
+	ck_assert_uint_eq(tfa_crc32(0, b + 3, n - 3), ref_crc32(0, b + 3, n - 3));
+	free(b);
+}
+END_TEST
+
 START_TEST(test_profile_names)
 {
 	ck_assert_str_eq(tfa_prof_error_kind_name(TFA_ERR_DOUBLE_FREE), "double_free");
@@ -1028,6 +1117,8 @@ profile_read_suite(void)
 
 	tc = tcase_create("format");
 	tcase_add_test(tc, test_profile_crc32_known_values);
+	tcase_add_test(tc, test_profile_crc32_lengths_offsets);
+	tcase_add_test(tc, test_profile_crc32_large);
 	tcase_add_test(tc, test_profile_names);
 	suite_add_tcase(s, tc);
 
