@@ -11,6 +11,7 @@
 #include <check.h>
 #include <math.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,46 @@ START_TEST(test_profile_crc32_large)
 	ck_assert_uint_eq(tfa_crc32(0, b, n), ref_crc32(0, b, n));
 	ck_assert_uint_eq(tfa_crc32(0, b + 3, n - 3), ref_crc32(0, b + 3, n - 3));
 	free(b);
+}
+END_TEST
+
+/*
+ * Threads that meet tfa_crc32 first all at once (each test runs in a fresh
+ * child: the tables are empty): those that come while one fills the tables
+ * compute bit by bit, and all of them get the same result.
+ */
+enum { CRC_RACE_THREADS = 4, CRC_RACE_LEN = 1000 };
+static pthread_barrier_t crc_race_barrier;
+static uint8_t crc_race_buf[CRC_RACE_LEN];
+
+static void *
+crc_race_thread(void *arg)
+{
+	uint32_t *out = arg;
+
+	pthread_barrier_wait(&crc_race_barrier);
+	out[0] = tfa_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	out[1] = tfa_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	return NULL;
+}
+
+START_TEST(test_profile_crc32_first_use_race)
+{
+	pthread_t t[CRC_RACE_THREADS];
+	uint32_t got[CRC_RACE_THREADS][2];
+	uint32_t want;
+
+	fill_random(crc_race_buf, sizeof(crc_race_buf), 7);
+	want = ref_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	ck_assert_int_eq(pthread_barrier_init(&crc_race_barrier, NULL, CRC_RACE_THREADS), 0);
+	for (int i = 0; i < CRC_RACE_THREADS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, crc_race_thread, got[i]), 0);
+	for (int i = 0; i < CRC_RACE_THREADS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_uint_eq(got[i][0], want);
+		ck_assert_uint_eq(got[i][1], want);
+	}
+	pthread_barrier_destroy(&crc_race_barrier);
 }
 END_TEST
 
@@ -1119,6 +1160,7 @@ profile_read_suite(void)
 	tcase_add_test(tc, test_profile_crc32_known_values);
 	tcase_add_test(tc, test_profile_crc32_lengths_offsets);
 	tcase_add_test(tc, test_profile_crc32_large);
+	tcase_add_test(tc, test_profile_crc32_first_use_race);
 	tcase_add_test(tc, test_profile_names);
 	suite_add_tcase(s, tc);
 
