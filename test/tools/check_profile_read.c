@@ -11,6 +11,7 @@
 #include <check.h>
 #include <math.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +264,135 @@ START_TEST(test_profile_crc32_known_values)
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (uint8_t)(i * 131 + 7);
 	ck_assert_uint_eq(tfa_crc32(0, big, sizeof(big)), test_crc32(big, sizeof(big)));
+}
+END_TEST
+
+/* Bitwise CRC-32 continuing from crc (zlib's convention: 0 to start), one bit a step. */
+static uint32_t
+ref_crc32(uint32_t crc, const uint8_t *p, size_t n)
+{
+	uint32_t c = ~crc;
+
+	for (size_t i = 0; i < n; i++) {
+		c ^= p[i];
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
+	}
+	return ~c;
+}
+
+static void
+fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)(x >> 32);
+	}
+}
+
+/*
+ * tfa_crc32 reads 8 bytes a step: every length 0..300 at every start offset
+ * 0..7 against the bitwise reference, each in a block of its own that ends
+ * where the data ends (ASan sees a read past it), from 0 and from another
+ * start value; a buffer split at every point gives the CRC of the whole.
+ */
+START_TEST(test_profile_crc32_lengths_offsets)
+{
+	enum { MAXLEN = 300 };
+	static const char check[] = "123456789";
+	uint8_t src[MAXLEN + 8];
+
+	ck_assert_uint_eq(tfa_crc32(0, check, 9), 0xcbf43926u);
+	ck_assert_uint_eq(ref_crc32(0, (const uint8_t *)check, 9), 0xcbf43926u);
+	fill_random(src, sizeof(src), 0x9e3779b97f4a7c15u);
+	for (size_t off = 0; off < 8; off++) {
+		for (size_t len = 0; len <= MAXLEN; len++) {
+			uint8_t *block = malloc(off + len + 1);
+
+			ck_assert_ptr_nonnull(block);
+			memcpy(block + off, src + off, len);
+			ck_assert_msg(tfa_crc32(0, block + off, len) == ref_crc32(0, src + off, len),
+			              "offset %zu length %zu", off, len);
+			ck_assert_msg(tfa_crc32(0x12345678u, block + off, len)
+			                  == ref_crc32(0x12345678u, src + off, len),
+			              "offset %zu length %zu from 0x12345678", off, len);
+			free(block);
+		}
+	}
+	for (size_t off = 0; off < 8; off++) {
+		const uint8_t *b = src + off;
+		uint32_t whole = ref_crc32(0, b, MAXLEN);
+
+		ck_assert_uint_eq(tfa_crc32(0, b, MAXLEN), whole);
+		for (size_t cut = 0; cut <= MAXLEN; cut++)
+			ck_assert_msg(tfa_crc32(tfa_crc32(0, b, cut), b + cut, MAXLEN - cut) == whole,
+			              "offset %zu split at %zu", off, cut);
+		for (size_t cut = 0; cut + 13 <= MAXLEN; cut += 5) {
+			uint32_t c = tfa_crc32(0, b, cut);
+
+			c = tfa_crc32(c, b + cut, 13);
+			ck_assert_msg(tfa_crc32(c, b + cut + 13, MAXLEN - cut - 13) == whole,
+			              "offset %zu split at %zu and %zu", off, cut, cut + 13);
+		}
+	}
+}
+END_TEST
+
+/* A buffer of 1 MiB and a bit, the size of the profile's big records and more. */
+START_TEST(test_profile_crc32_large)
+{
+	size_t n = (1u << 20) + 13;
+	uint8_t *b = malloc(n);
+
+	ck_assert_ptr_nonnull(b);
+	fill_random(b, n, 42);
+	ck_assert_uint_eq(tfa_crc32(0, b, n), ref_crc32(0, b, n));
+	ck_assert_uint_eq(tfa_crc32(0, b + 3, n - 3), ref_crc32(0, b + 3, n - 3));
+	free(b);
+}
+END_TEST
+
+/*
+ * Threads that meet tfa_crc32 first all at once (each test runs in a fresh
+ * child: the tables are empty): those that come while one fills the tables
+ * compute bit by bit, and all of them get the same result.
+ */
+enum { CRC_RACE_THREADS = 4, CRC_RACE_LEN = 1000 };
+static pthread_barrier_t crc_race_barrier;
+static uint8_t crc_race_buf[CRC_RACE_LEN];
+
+static void *
+crc_race_thread(void *arg)
+{
+	uint32_t *out = arg;
+
+	pthread_barrier_wait(&crc_race_barrier);
+	out[0] = tfa_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	out[1] = tfa_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	return NULL;
+}
+
+START_TEST(test_profile_crc32_first_use_race)
+{
+	pthread_t t[CRC_RACE_THREADS];
+	uint32_t got[CRC_RACE_THREADS][2];
+	uint32_t want;
+
+	fill_random(crc_race_buf, sizeof(crc_race_buf), 7);
+	want = ref_crc32(0, crc_race_buf + 1, CRC_RACE_LEN - 1);
+	ck_assert_int_eq(pthread_barrier_init(&crc_race_barrier, NULL, CRC_RACE_THREADS), 0);
+	for (int i = 0; i < CRC_RACE_THREADS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, crc_race_thread, got[i]), 0);
+	for (int i = 0; i < CRC_RACE_THREADS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_uint_eq(got[i][0], want);
+		ck_assert_uint_eq(got[i][1], want);
+	}
+	pthread_barrier_destroy(&crc_race_barrier);
 }
 END_TEST
 
@@ -1028,6 +1158,9 @@ profile_read_suite(void)
 
 	tc = tcase_create("format");
 	tcase_add_test(tc, test_profile_crc32_known_values);
+	tcase_add_test(tc, test_profile_crc32_lengths_offsets);
+	tcase_add_test(tc, test_profile_crc32_large);
+	tcase_add_test(tc, test_profile_crc32_first_use_race);
 	tcase_add_test(tc, test_profile_names);
 	suite_add_tcase(s, tc);
 
