@@ -1067,10 +1067,9 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 /*
  * Whether the stack still holds the last walk's levels from position m
  * outwards: each step read the words it read then (see
- * core/stack_cache.h).  Returns -1 when it does; else the outermost position
- * whose step read differently (or cannot be checked): no match at or beyond
- * it can hold either.  One pass without branches, a second only to say
- * where.  REQUIRES: level m is the current walk's; the stack words the last
+ * core/stack_cache.h).  Returns -1 when it does; else a position whose step
+ * read differently (or cannot be checked): no match at or beyond it can
+ * hold either.  One pass without branches, a second only to say where.  REQUIRES: level m is the current walk's; the stack words the last
  * walk read lie below c->top, within the stack.
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
@@ -1087,9 +1086,17 @@ outer_changed_at(const tfa_stack_cache_t *c, int m)
 	 */
 	if (*(const uintptr_t *)lv[m].ra_at != lv[m].ra || *(const uintptr_t *)lv[m].bp_at != lv[m].bp_read)
 		return m;
-	for (int p = m - 1; p >= 0; p--)
-		diff |= (*(const uintptr_t *)lv[p].ra_at ^ lv[p].ra)
-			| (*(const uintptr_t *)lv[p].bp_at ^ lv[p].bp_read);
+	/* Two levels a turn, by pointer: the loop's own instructions are a third of a level's. */
+	const tfa_stack_level_t *l = lv + m - 1;
+	if ((m & 1) != 0) {
+		/* An odd number of levels below m: the first alone. */
+		diff = (*(const uintptr_t *)l->ra_at ^ l->ra) | (*(const uintptr_t *)l->bp_at ^ l->bp_read);
+		l--;
+	}
+	for (; l > lv; l -= 2)
+		diff |= (*(const uintptr_t *)l[0].ra_at ^ l[0].ra) | (*(const uintptr_t *)l[0].bp_at ^ l[0].bp_read)
+			| (*(const uintptr_t *)l[-1].ra_at ^ l[-1].ra)
+			| (*(const uintptr_t *)l[-1].bp_at ^ l[-1].bp_read);
 	if (tfa_likely(diff == 0))
 		return -1;
 	for (int p = 0;; p++)
@@ -1311,6 +1318,12 @@ tfa_cfi_cache_info(tfa_cfi_cache_info_t *out)
 	out->slots = __atomic_load_n(&cache_mask, __ATOMIC_ACQUIRE) + 1;
 	out->min_slots = RULES_SLOTS_MIN;
 	out->keys = __atomic_load_n(&cache_keys, __ATOMIC_RELAXED);
+}
+
+int
+tfa_cfi_test_outer_changed(const tfa_stack_cache_t *c, int m)
+{
+	return outer_changed_at(c, m);
 }
 
 uint64_t

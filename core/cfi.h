@@ -90,6 +90,12 @@ typedef struct tfa_cfi_cache_info_s {
 void tfa_cfi_cache_info(tfa_cfi_cache_info_t *out);
 
 /*
+ * For tests: whether the words the last walk read from position m outwards
+ * are unchanged (-1), else a position whose words changed.
+ */
+int tfa_cfi_test_outer_changed(const tfa_stack_cache_t *c, int m);
+
+/*
  * For tests: the rule word of return address ra, as the walk gets it from
  * the cache (computed and kept on a miss) when cached, or worked out from
  * the DWARF tables without the cache.  Equal words: equal rules.

@@ -11,7 +11,10 @@
  * allocating function outwards until it reaches a frame of the last walk, the
  * same return address at the same stack address with the same %rbp; from
  * there it only checks the words the last walk read: each frame's return
- * address, and the caller's %rbp where a rule restored it.  A walk is a
+ * address, and the caller's %rbp where a rule restored it.  (Measured on
+ * trees 14 with full stacks: 9% less CPU time, and 18% on python3 with
+ * PYTHONMALLOC=malloc; the stacks of both are about 20 frames deep, of
+ * which a capture walks 2 or 3.)  A walk is a
  * function of the registers it starts with and the stack words it reads, so
  * equal words give the same frames, and the stack table's node for those
  * outer frames is the same too: only the new inner frames are hashed and
@@ -31,9 +34,10 @@
  *             ended the walk) and the caller's %rbp (the first word again
  *             when the step kept %rbp).  A step with nothing read (the
  *             outermost frame by its rule) checks a zero word of the cache;
- *             a step by cfi.c's slow path, whose reads are not recorded,
- *             checks a word that never holds what the check wants.  So a
- *             level is checked by two loads and two compares, no branch.
+ *             one whose rule read outside the frame (no compiler writes
+ *             such rules), a word that never holds what the check wants.
+ *             So a level is checked by two loads and two compares, no
+ *             branch.
  *   position  a level's place counted from the outermost frame (0): the
  *             frames two walks share keep their positions, so only the new
  *             inner ones are written.

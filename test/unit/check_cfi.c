@@ -435,6 +435,50 @@ START_TEST(test_cfi_cached_self_frames)
 }
 END_TEST
 
+/*
+ * The check of a kept walk, on levels made up over an array of words: each
+ * word changed alone, at every position and for every level the check
+ * starts from, is found (position 0's words are those of the walk's end);
+ * of two changes, either is given.
+ */
+START_TEST(test_cfi_cached_check_every_word)
+{
+	enum { LEVELS = 40 };
+	static tfa_stack_cache_t c;
+	static uintptr_t words[2 * LEVELS];
+
+	memset(&c, 0, sizeof(c));
+	for (int p = 0; p < LEVELS; p++) {
+		words[2 * p] = 0x1000u + (uintptr_t)p;
+		words[2 * p + 1] = 0x2000u + (uintptr_t)p;
+		c.lv[p].ra_at = (uintptr_t)&words[2 * p];
+		c.lv[p].ra = words[2 * p];
+		/* Every third level kept %rbp: its second check reads the first word again. */
+		c.lv[p].bp_at = p % 3 == 0 ? c.lv[p].ra_at : (uintptr_t)&words[2 * p + 1];
+		c.lv[p].bp_read = p % 3 == 0 ? c.lv[p].ra : words[2 * p + 1];
+	}
+	for (int m = 0; m < LEVELS; m++) {
+		ck_assert_int_eq(tfa_cfi_test_outer_changed(&c, m), -1);
+		for (int w = 0; w < 2 * LEVELS; w++) {
+			words[w] ^= 0x40000;
+			int changed = w / 2 <= m && (w % 2 == 0 || (w / 2) % 3 != 0) ? w / 2 : -1;
+			ck_assert_msg(tfa_cfi_test_outer_changed(&c, m) == changed, "from %d, word %d: %d, want %d",
+				      m, w, tfa_cfi_test_outer_changed(&c, m), changed);
+			/* Two changes: either level may be given (a match beyond either cannot hold). */
+			for (int v = 0; v < w; v += 7) {
+				words[v] ^= 0x80000;
+				int other = v / 2 <= m && (v % 2 == 0 || (v / 2) % 3 != 0) ? v / 2 : -1;
+				int got = tfa_cfi_test_outer_changed(&c, m);
+				ck_assert_msg(got == (changed >= 0 ? changed : other) || (got == other && other >= 0),
+					      "from %d, words %d and %d: %d", m, w, v, got);
+				words[v] ^= 0x80000;
+			}
+			words[w] ^= 0x40000;
+		}
+	}
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 void *probe_on_thread(void *arg);
@@ -798,6 +842,7 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_cached_flush);
 	tcase_add_test(tc, test_cfi_cached_too_deep);
 	tcase_add_test(tc, test_cfi_cached_self_frames);
+	tcase_add_test(tc, test_cfi_cached_check_every_word);
 	tcase_add_test(tc, test_cfi_threads);
 	tcase_add_test(tc, test_cfi_signal);
 	tcase_add_test(tc, test_cfi_dlclose);
