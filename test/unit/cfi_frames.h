@@ -18,6 +18,8 @@ void frames_qsort(frames_leaf_fn leaf, void *arg);
 void frames_depth(int levels, frames_leaf_fn leaf, void *arg);
 void frames_cxx(frames_leaf_fn leaf, void *arg);
 void frames_two_sites(frames_leaf_fn leaf, void *arg);
+/* cfi_rbp.S */
+void cfi_rbp_twice(frames_leaf_fn leaf, void *arg);
 
 #ifdef __cplusplus
 }

@@ -361,6 +361,31 @@ START_TEST(test_cfi_cached_same_depth_other_site)
 END_TEST
 
 /*
+ * A frame-pointer frame (its CFA from %rbp) at the same %rsp, with the same
+ * return address, a %rbp 32 bytes apart (test/unit/cfi_rbp.S): the second
+ * walk must not take it for the first, whose return address into
+ * cfi_rbp_twice still lies, unchanged, where the first frame's CFA said.
+ */
+START_TEST(test_cfi_cached_rbp_frames)
+{
+	static struct two_calls t;
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	memset(&t, 0, sizeof(t));
+	cfi_rbp_twice(cached_twice, &t);
+	ck_assert_int_eq(t.calls, 2);
+	check_cached(&t.p[0], "first frame");
+	check_cached(&t.p[1], "second frame");
+	unsigned differ = 0, at = 0;
+	for (unsigned i = 0; i < t.p[0].n; i++)
+		if (t.p[0].pcs[i] != t.p[1].pcs[i])
+			differ++, at = i;
+	ck_assert_uint_eq(differ, 1);
+	ck_assert_str_eq(function_of(t.p[1].pcs[at]), "cfi_rbp_twice");
+}
+END_TEST
+
+/*
  * A flush (a library unloaded) and the rules may change: the next walk
  * checks nothing of the last.  (The captures come from one call site: from
  * another, the frames below it are at the same addresses, and are walked
@@ -839,6 +864,7 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_cached_walks);
 	tcase_add_test(tc, test_cfi_cached_again);
 	tcase_add_test(tc, test_cfi_cached_same_depth_other_site);
+	tcase_add_test(tc, test_cfi_cached_rbp_frames);
 	tcase_add_test(tc, test_cfi_cached_flush);
 	tcase_add_test(tc, test_cfi_cached_too_deep);
 	tcase_add_test(tc, test_cfi_cached_self_frames);
