@@ -326,6 +326,34 @@ cached_twice(void *arg)
 }
 
 /*
+ * Runs twice(cached_twice, t) from an empty cache: both walks give the plain
+ * walk's frames, and differ in one frame only, a return address into the
+ * function `site`: its index.
+ */
+static unsigned
+two_walks_one_difference(struct two_calls *t, void (*twice)(frames_leaf_fn, void *), const char *site)
+{
+	unsigned at = 0, differ = 0;
+
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	memset(t, 0, sizeof(*t));
+	twice(cached_twice, t);
+	ck_assert_int_eq(t->calls, 2);
+	check_cached(&t->p[0], "first walk");
+	check_cached(&t->p[1], "second walk");
+	ck_assert_int_eq(t->p[0].got, t->p[1].got);
+	for (unsigned i = 0; i < t->p[0].n; i++) {
+		if (t->p[0].pcs[i] != t->p[1].pcs[i]) {
+			differ++;
+			at = i;
+		}
+	}
+	ck_assert_uint_eq(differ, 1);
+	ck_assert_str_eq(function_of(t->p[1].pcs[at]), site);
+	return at;
+}
+
+/*
  * The case that makes the cache check every outer word: the second call of
  * frames_recurse from frames_two_sites lies at the same stack addresses as
  * the first, with the same return addresses into it, and the walk meets
@@ -337,23 +365,7 @@ START_TEST(test_cfi_cached_same_depth_other_site)
 {
 	static struct two_calls t;
 
-	memset(&stack_cache, 0, sizeof(stack_cache));
-	memset(&t, 0, sizeof(t));
-	frames_two_sites(cached_twice, &t);
-	ck_assert_int_eq(t.calls, 2);
-	unsigned site = 0, differ = 0;
-	for (int i = 0; i < 2; i++)
-		check_cached(&t.p[i], i == 0 ? "first site" : "second site");
-	ck_assert_int_eq(t.p[0].got, t.p[1].got);
-	for (unsigned i = 0; i < t.p[0].n; i++) {
-		if (t.p[0].pcs[i] != t.p[1].pcs[i]) {
-			differ++;
-			site = i;
-		}
-	}
-	/* The return into frames_two_sites: the other frames are the same. */
-	ck_assert_uint_eq(differ, 1);
-	ck_assert_str_eq(function_of(t.p[1].pcs[site]), "frames_two_sites");
+	unsigned site = two_walks_one_difference(&t, frames_two_sites, "frames_two_sites");
 	/* The second walk did use the cache: it walked past the call site, not the whole stack. */
 	ck_assert_uint_lt(t.p[1].fresh, (unsigned)t.p[1].got);
 	ck_assert_uint_gt(t.p[1].fresh, site - 1);
@@ -370,18 +382,7 @@ START_TEST(test_cfi_cached_rbp_frames)
 {
 	static struct two_calls t;
 
-	memset(&stack_cache, 0, sizeof(stack_cache));
-	memset(&t, 0, sizeof(t));
-	cfi_rbp_twice(cached_twice, &t);
-	ck_assert_int_eq(t.calls, 2);
-	check_cached(&t.p[0], "first frame");
-	check_cached(&t.p[1], "second frame");
-	unsigned differ = 0, at = 0;
-	for (unsigned i = 0; i < t.p[0].n; i++)
-		if (t.p[0].pcs[i] != t.p[1].pcs[i])
-			differ++, at = i;
-	ck_assert_uint_eq(differ, 1);
-	ck_assert_str_eq(function_of(t.p[1].pcs[at]), "cfi_rbp_twice");
+	(void)two_walks_one_difference(&t, cfi_rbp_twice, "cfi_rbp_twice");
 }
 END_TEST
 
