@@ -1067,42 +1067,31 @@ tfa_cfi_capture(uintptr_t frame, uintptr_t anchor, unsigned search, uintptr_t *p
 /*
  * Whether the stack still holds the last walk's levels from position m
  * outwards: each step read the words it read then (see
- * core/stack_cache.h).  Returns -1 when it does; else a position whose step
- * read differently (or cannot be checked): no match at or beyond it can
- * hold either.  One pass without branches, a second only to say where.  REQUIRES: level m is the current walk's; the stack words the last
- * walk read lie below c->top, within the stack.
+ * core/stack_cache.h).  Returns -1 when it does; else the first position,
+ * from m outwards, whose step read differently (or cannot be checked): no
+ * match at or beyond it can hold either.  From the level itself outwards,
+ * stopping at the first change: a level is read only when the one inside it
+ * was found unchanged, so that its words are frame slots of the current
+ * stack, the words the walk without the cache would read.  (One pass over
+ * every level without a branch read the kept addresses of levels beyond a
+ * change: on a stack reused since, as a coroutine's, they can lie in a page
+ * unmapped meanwhile.)  REQUIRES: level m is the current walk's.
  */
 __attribute__((no_sanitize_address)) static TFA_ALWAYS_INLINE int
 outer_changed_at(const tfa_stack_cache_t *c, int m)
 {
-	const tfa_stack_level_t *lv = c->lv;
-	uintptr_t diff = 0;
-
 	/*
-	 * The step from the level itself first: where the walks differ, it is
-	 * nearly always there (a function called again at the same depth from
-	 * another place: the same %rsp and return address into it, another
-	 * return address out of it).
+	 * The level itself first is where the walks nearly always differ when
+	 * they do (a function called again at the same depth from another
+	 * place: the same %rsp and return address into it, another return
+	 * address out of it).
 	 */
-	if (*(const uintptr_t *)lv[m].ra_at != lv[m].ra || *(const uintptr_t *)lv[m].bp_at != lv[m].bp_read)
-		return m;
-	/* Two levels a turn, by pointer: the loop's own instructions are a third of a level's. */
-	const tfa_stack_level_t *l = lv + m - 1;
-	if ((m & 1) != 0) {
-		/* An odd number of levels below m: the first alone. */
-		diff = (*(const uintptr_t *)l->ra_at ^ l->ra) | (*(const uintptr_t *)l->bp_at ^ l->bp_read);
-		l--;
-	}
-	for (; l > lv; l -= 2)
-		diff |= (*(const uintptr_t *)l[0].ra_at ^ l[0].ra) | (*(const uintptr_t *)l[0].bp_at ^ l[0].bp_read)
-			| (*(const uintptr_t *)l[-1].ra_at ^ l[-1].ra)
-			| (*(const uintptr_t *)l[-1].bp_at ^ l[-1].bp_read);
-	if (tfa_likely(diff == 0))
-		return -1;
-	for (int p = 0;; p++)
-		if (*(const uintptr_t *)lv[p].ra_at != lv[p].ra
-		    || *(const uintptr_t *)lv[p].bp_at != lv[p].bp_read)
+	for (int p = m; p >= 0; p--) {
+		const tfa_stack_level_t *l = &c->lv[p];
+		if (*(const uintptr_t *)l->ra_at != l->ra || *(const uintptr_t *)l->bp_at != l->bp_read)
 			return p;
+	}
+	return -1;
 }
 
 /*

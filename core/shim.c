@@ -359,7 +359,7 @@ stack_cache_give_back(tfa_stack_cache_t *c)
 	c->busy = 0;
 }
 
-/* Stacks too deep for the cache skip it for this many captures before they try again. */
+/* Stacks the cache cannot serve skip it for this many captures before they try again. */
 #define STACK_CACHE_BACKOFF 256u
 
 /*
@@ -398,10 +398,14 @@ capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_
 		*id_out = id;
 	} else if (got > 0 && (unsigned)got <= stacks.depth
 		   && (*id_out = tfa_stack_table_find_cached(&tfa_process_stacks, c)) != 0) {
-		/* The table is full, and has this stack. */
+		/* The table is full, and has this stack (whoever interned it checked it). */
 	} else if (got > 0) {
 		_Static_assert(TFA_STACK_CACHE_LEVELS <= TFA_UNWIND_FRAMES_MAX, "pcs holds a cached stack");
-		/* Only the innermost frames that capture_stack keeps: a new stack in a full table keeps fewer. */
+		/*
+		 * Only the innermost frames that capture_stack keeps: a new
+		 * stack in a full table keeps TRUNCATED_DEPTH (capture_stack
+		 * takes that branch for it, full_and_new).
+		 */
 		unsigned keep = (unsigned)got <= stacks.depth ? TRUNCATED_DEPTH : stacks.depth;
 		keep = TFA_MIN(keep, (unsigned)got);
 		for (unsigned i = 0; i < keep; i++)
@@ -409,8 +413,14 @@ capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_
 		*n_out = (unsigned)got;
 		served = 0;
 	} else {
-		if (got == -2)
-			c->backoff = STACK_CACHE_BACKOFF;
+		/*
+		 * A stack the cache cannot hold (-2), or one it walked to a frame
+		 * it refuses (-1): the walk without the cache stops at its depth,
+		 * maybe before that frame, and asks libunwind for the rest;
+		 * walking it twice at every capture doubled the cost (a
+		 * recursion 100 deep over a frame without unwind tables).
+		 */
+		c->backoff = STACK_CACHE_BACKOFF;
 		served = -1;
 	}
 	stack_cache_give_back(c);
@@ -457,17 +467,17 @@ capture_stack(void)
 		return 0;
 	}
 	uint32_t id;
-	if (tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
+	/*
+	 * Full (deep recursion that branches makes a stack per call): known
+	 * stacks are still found; a new one keeps its innermost frames, which
+	 * name the site, in the room left above the limit.  capture_cached
+	 * looked for a stack it walked whole, and left only those frames.
+	 */
+	bool full_and_new = cached == 0 && n <= stacks.depth;
+	if (!full_and_new && tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
 		id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);
 	} else {
-		/*
-		 * Full (deep recursion that branches makes a stack per call):
-		 * known stacks are still found; a new one keeps its innermost
-		 * frames, which name the site, in the room left above the limit.
-		 */
-		/* capture_cached looked for a stack it walked whole. */
-		id = cached == 0 && n <= stacks.depth ? 0
-						      : tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
+		id = full_and_new ? 0 : tfa_stack_table_find(&tfa_process_stacks, pcs + skip, depth);
 		if (id == 0) {
 			depth = TFA_MIN(depth, TRUNCATED_DEPTH);
 			id = tfa_stack_table_intern(&tfa_process_stacks, pcs + skip, depth);

@@ -398,6 +398,33 @@ tfa_unwind_capture_above(tfa_stacks_mode_t mode, const void *frame, uintptr_t *p
 	return capture_from(mode, (uintptr_t)frame, ((const uintptr_t *)frame)[1], pcs, max, skip);
 }
 
+/*
+ * The cached walk compared with libunwind's (tfa_unwind_verify): the shim's
+ * frames, then the stack, as the walk without the cache would list them.
+ * Out of line: its buffer stays off every capture's stack frame.
+ */
+static TFA_COLD TFA_NOINLINE void
+verify_cached(const tfa_stack_cache_t *c, unsigned len, uintptr_t anchor)
+{
+	uintptr_t pcs[TFA_STACK_CACHE_SELF_MAX + TFA_STACK_CACHE_LEVELS];
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->n_self; i++)
+		pcs[n++] = c->self_pcs[i];
+	for (unsigned p = len; p-- > 0;)
+		pcs[n++] = c->lv[p].pc;
+	/*
+	 * One more than it has: a walk that ended too soon differs in length.
+	 * libunwind walks at most TFA_UNWIND_FRAMES_MAX frames, the capture's
+	 * own included: a deeper stack is compared as far as that goes.
+	 */
+	unsigned most = TFA_UNWIND_FRAMES_MAX - INTERNAL_FRAMES_MAX - 1;
+	if (n + 1 > most)
+		verify(pcs, most, anchor, most, 0);
+	else
+		verify(pcs, n, anchor, n + 1, 0);
+}
+
 /* Reads the caller's frame record: not instrumented by ASan. */
 __attribute__((no_sanitize_address)) TFA_NOINLINE int
 tfa_unwind_capture_cached_above(const void *frame, tfa_stack_cache_t *c, uintptr_t self_lo,
@@ -412,17 +439,8 @@ tfa_unwind_capture_cached_above(const void *frame, tfa_stack_cache_t *c, uintptr
 	uintptr_t anchor = ((const uintptr_t *)frame)[1];
 	int got = tfa_cfi_capture_cached((uintptr_t)frame, anchor, INTERNAL_FRAMES_MAX, self_lo, self_hi,
 					 fp_stack_end((uintptr_t)frame), c);
-	if (tfa_unlikely(tfa_unwind_verify.on) && got >= 0) {
-		/* The shim's frames, then the stack: what the walk without the cache would list. */
-		uintptr_t pcs[TFA_STACK_CACHE_SELF_MAX + TFA_STACK_CACHE_LEVELS];
-		unsigned n = 0;
-		for (unsigned i = 0; i < c->n_self; i++)
-			pcs[n++] = c->self_pcs[i];
-		for (unsigned p = (unsigned)got; p-- > 0;)
-			pcs[n++] = c->lv[p].pc;
-		/* One more than it has: a walk that ended too soon differs in length. */
-		verify(pcs, n, anchor, n + 1, 0);
-	}
+	if (tfa_unlikely(tfa_unwind_verify.on) && got >= 0)
+		verify_cached(c, (unsigned)got, anchor);
 	return got;
 }
 

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cfi_frames.h"
 
@@ -505,6 +506,39 @@ START_TEST(test_cfi_cached_check_every_word)
 }
 END_TEST
 
+/*
+ * Beyond a level whose words changed, the kept addresses are the last
+ * stack's: on a stack reused since (a coroutine's), they can lie in a page
+ * unmapped meanwhile.  The check stops at the change and never reads them
+ * (a check that read every level first died here).
+ */
+START_TEST(test_cfi_cached_check_stops_at_change)
+{
+	static tfa_stack_cache_t c;
+	long page = sysconf(_SC_PAGESIZE);
+	char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	uintptr_t *words = (uintptr_t *)map;
+	uintptr_t gone = (uintptr_t)(map + page);
+	ck_assert_int_eq(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+	memset(&c, 0, sizeof(c));
+	/* Levels 3..5 readable and unchanged but level 3, whose return address changed; 0..2 gone. */
+	for (int p = 0; p < 6; p++) {
+		c.lv[p].ra_at = p < 3 ? gone + 8 * (uintptr_t)p : (uintptr_t)&words[p];
+		c.lv[p].ra = 0x5000 + (uintptr_t)p;
+		c.lv[p].bp_at = c.lv[p].ra_at;
+		c.lv[p].bp_read = c.lv[p].ra;
+		if (p >= 3)
+			words[p] = c.lv[p].ra;
+	}
+	words[3] ^= 1;
+	ck_assert_int_eq(tfa_cfi_test_outer_changed(&c, 5), 3);
+	ck_assert_int_eq(tfa_cfi_test_outer_changed(&c, 3), 3);
+	ck_assert_int_eq(munmap(map, (size_t)page * 2), 0);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 void *probe_on_thread(void *arg);
@@ -870,6 +904,7 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_cached_too_deep);
 	tcase_add_test(tc, test_cfi_cached_self_frames);
 	tcase_add_test(tc, test_cfi_cached_check_every_word);
+	tcase_add_test(tc, test_cfi_cached_check_stops_at_change);
 	tcase_add_test(tc, test_cfi_threads);
 	tcase_add_test(tc, test_cfi_signal);
 	tcase_add_test(tc, test_cfi_dlclose);
