@@ -38,6 +38,7 @@
 	X(CONTROL_SIGNAL, control_signal, uint, 50,     "real-time signal by which tfalloc snapshot and tfalloc top ask the running process for its profile or figures (the process's user only); 0: none") \
 	X(STACKS,         stacks,         str,  "unwind", "call stacks of allocations: unwind (libunwind), fp (frame pointers), none") \
 	X(STACK_DEPTH,    stack_depth,    uint, 64,     "frames recorded per stack (1 to 128)")                  \
+	X(STACK_CACHE,    stack_cache,    bool, true,   "TFALLOC_STACKS=unwind: each thread keeps its last stack and walks only the frames that changed, checking the others; 0: every frame walked every time (the same stacks, slower)") \
 	X(SAMPLE_BYTES,   sample_bytes,   size, 0,      "record stacks for a sample: one every N bytes on average (Poisson); 0: every allocation") \
 	X(TRACK,          track,          str,  "all",  "blocks the pointer table records: all (exact bytes in use, leaks, every double and mismatched free) or sampled (only the blocks sampled for stacks, as jemalloc's heap profiler: exact counts and allocated bytes, estimated bytes and leaks, no leak gate; double and mismatched frees of unsampled blocks go unseen; TFALLOC_SAMPLE_BYTES=0 means 512K)") \
 	X(MAX_STACKS,     max_stacks,     uint, 100000, "distinct call stacks kept whole; past that, new stacks keep their 8 innermost frames (memory and profile size stay bounded)") \

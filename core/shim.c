@@ -67,6 +67,7 @@ static struct {
 	unsigned depth;         /* frames kept per stack */
 	uint64_t sample_bytes;  /* mean interval of sampled stacks; 0: every allocation */
 	uintptr_t self_lo, self_hi; /* the shim's own code: its frames are never recorded */
+	bool walk_cached;       /* TFALLOC_STACK_CACHE: each thread's last walk kept (core/stack_cache.h) */
 	uint32_t checked;       /* stack ids up to this one had their modules checked */
 	uint32_t max;           /* distinct stacks kept whole (TFALLOC_MAX_STACKS) */
 	uint64_t truncated;     /* allocations whose new stack came when the table was full */
@@ -448,7 +449,7 @@ capture_stack(void)
 	tfa_guard_enter();
 	unsigned n = 0, skip = 0;
 	int cached = -1;
-	if (stacks.mode == TFA_STACKS_UNWIND) {
+	if (stacks.mode == TFA_STACKS_UNWIND && stacks.walk_cached) {
 		uint32_t id;
 		cached = capture_cached(frame, &id, pcs, &n);
 		if (tfa_likely(cached > 0)) {
@@ -1667,6 +1668,7 @@ init_stacks(void)
 	}
 	stacks.depth = (unsigned)depth;
 	stacks.sample_bytes = opts.sample_bytes;
+	stacks.walk_cached = opts.stack_cache;
 	stacks.max = opts.max_stacks < 16 ? 16 : opts.max_stacks > TFA_STACK_ID_MAX / 2 ? TFA_STACK_ID_MAX / 2
 									       : (uint32_t)opts.max_stacks;
 	/* Room for the truncated stacks above the limit, and no more. */

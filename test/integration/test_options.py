@@ -120,6 +120,7 @@ ENV_TABLE = {
     "CONTROL_SIGNAL": ("using 50", {"1": "not a real-time signal", "65": "not a real-time signal"}),
     "STACKS": ("not one of unwind, fp, none; using unwind", {"100kB": "longer than 4095 bytes; using"}),
     "STACK_DEPTH": ("using 64", {"0": "out of range", "129": "out of range"}),
+    "STACK_CACHE": (BOOL, {}),
     "SAMPLE_BYTES": ("using 0", {}),
     "TRACK": ("not one of all, sampled; using all", {"100kB": "longer than 4095 bytes; using"}),
     "MAX_STACKS": ("using 100000", {}),

@@ -37,6 +37,11 @@ Cases:
                  mismatched one also that of the allocation
   python3        a real interpreter: how many stacks reach main or a thread's
                  start (printed; most must)
+  stack_cache    the stacks recorded with each thread's last walk kept
+                 (TFALLOC_STACK_CACHE, the default) are those of the walk
+                 without it, site by site with its figures: python3 with
+                 PYTHONMALLOC=malloc, also with 12 frames a stack and a table
+                 full at 40 stacks (the truncating paths), and sqlite3
   subshells      bash with a heap of 2000 hash entries starting 20 subshells:
                  each forked child repeats its parent's sites and leaks; the
                  JSON report writes each stack once (stack_table) and each
@@ -405,6 +410,47 @@ def case_python3(ctx):
     T.check_ge(share, 0.9, "share of complete stacks")
 
 
+def sites_by_stack(proc):
+    """Each site's frames (module and offset: another run maps them elsewhere) -> its figures."""
+    out = {}
+    for s in proc["sites"]:
+        key = tuple((f.get("module"), f.get("offset"), f.get("function"), bool(f.get("inlined")))
+                    for f in s["stack"])
+        fig = out.setdefault(key, [0, 0])
+        fig[0] += s["num_allocs"]
+        fig[1] += s["total_bytes"]
+    return out
+
+
+def case_stack_cache(ctx):
+    script = "import json\nprint(len(json.dumps([{str(i): [i, str(i) * 3]} for i in range(20000)])))\n"
+    sql = "create table t(a, b); " + " ".join(
+        "insert into t values(%d, '%s');" % (i, "x" * (i % 50)) for i in range(400)) + \
+        " create index i on t(b); select count(*), sum(length(b)) from t where a % 7 = 3;"
+    python = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"}
+    runs = [
+        (["/usr/bin/python3", "-c", script], "python3", python),
+        (["/usr/bin/python3", "-c", script], "python3", dict(python, TFALLOC_STACK_DEPTH="12",
+                                                           TFALLOC_MAX_STACKS="40")),
+        (["sqlite3", ":memory:", sql], "sqlite3", {}),
+    ]
+    for argv, name, env in runs:
+        plain = ctx.run_plain(argv, env=env)
+        got = []
+        for cache in ("1", "0"):
+            r, rep = ctx.run_and_report(argv, what=name, env=dict(env, TFALLOC_STACK_CACHE=cache))
+            T.same_output(plain, r, name)
+            got.append(sites_by_stack(T.only_process(rep, name)))
+        what = "%s %s" % (name, " ".join("%s=%s" % kv for kv in sorted(env.items())))
+        T.check_ge(len(got[0]), 20, what + ": stacks")
+        missing = [k for k in got[1] if got[0].get(k) != got[1][k]]
+        extra = [k for k in got[0] if k not in got[1]]
+        T.check(not missing and not extra,
+                "%s: %d stacks differ from the walk without the cache, %d only with it; first: %s"
+                % (what, len(missing), len(extra), (missing or extra)[:1]))
+        print("%s: %d stacks, the same with and without the cache" % (what, len(got[0])))
+
+
 def case_subshells(ctx):
     script = ("declare -A h; for i in $(seq 1 2000); do h[k$i]=\"value $i\"; done; "
               "for i in $(seq 1 20); do ( : ); done; echo done")
@@ -458,5 +504,6 @@ T.main({
     "diff": case_diff,
     "errors": case_errors,
     "python3": case_python3,
+    "stack_cache": case_stack_cache,
     "subshells": case_subshells,
 })
