@@ -611,6 +611,28 @@ tree_k(uint32_t id)
 	return k;
 }
 
+/*
+ * What a cached capture of pcs[0..depth) leaves in the thread's cache c:
+ * the positions it shares with the last stack kept (their hashes and nodes
+ * too), the others written.  Then the stack table's lookup from there.
+ */
+static uint32_t
+intern_via_cache(tfa_stack_cache_t *c, const uintptr_t *pcs, unsigned depth)
+{
+	unsigned keep = 0;
+
+	while (keep < c->len && keep < depth && c->lv[keep].pc == pcs[depth - 1 - keep])
+		keep++;
+	for (unsigned p = keep; p < depth; p++)
+		c->lv[p].pc = pcs[depth - 1 - p];
+	c->len = depth;
+	c->hashed = TFA_MIN(c->hashed, keep);
+	c->known = TFA_MIN(c->known, keep);
+	return tfa_stack_table_intern_cached(&table, c);
+}
+
+static tfa_stack_cache_t tree_caches[MT_THREADS];
+
 static void *
 tree_intern(void *arg)
 {
@@ -625,7 +647,9 @@ tree_intern(void *arg)
 			if (t == 1)
 				k = TREE_STACKS - 1 - j;
 			unsigned depth = tree_stack(k, TREE_OUTER, pcs);
-			uint32_t id = tfa_stack_table_intern(&table, pcs, depth);
+			/* Odd threads look up as the shim's cached captures do, from the outer node kept. */
+			uint32_t id = t % 2 == 0 ? tfa_stack_table_intern(&table, pcs, depth)
+						 : intern_via_cache(&tree_caches[t], pcs, depth);
 			if (id == 0 || (tree_ids[t][k] != 0 && tree_ids[t][k] != id) || tree_k(id) != k)
 				__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
 			tree_ids[t][k] = id;
