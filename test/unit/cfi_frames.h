@@ -20,6 +20,7 @@ void frames_cxx(frames_leaf_fn leaf, void *arg);
 void frames_two_sites(frames_leaf_fn leaf, void *arg);
 /* cfi_rbp.S */
 void cfi_rbp_twice(frames_leaf_fn leaf, void *arg);
+void cfi_ra_moved(frames_leaf_fn leaf, void *arg);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_cfi's frames whose CFA comes from %rbp at one %rsp:
+ * check_cfi's hand-made frames.  First, frames whose CFA comes from %rbp at
+ * one %rsp:
  * cfi_rbp_twice(fn, arg) calls cfi_rbp_inner(fn, arg, pad) twice, the
  * second time from 32 bytes lower with 32 bytes less pad.  cfi_rbp_inner
  * keeps a frame pointer (CFA = %rbp + 16) and calls fn(arg): at the same
@@ -51,4 +52,33 @@ cfi_rbp_inner:
 	ret
 	.cfi_endproc
 	.size cfi_rbp_inner, .-cfi_rbp_inner
+
+/*
+ * cfi_ra_moved(fn, arg): a frame whose return address the unwind tables put
+ * at CFA - 24, not at CFA - 8 (a rule fast_step leaves to slow_step,
+ * RULE_SLOW): it copies its return address there and zeroes the usual slot
+ * while it calls fn(arg), so that a walk reading CFA - 8 would end the
+ * stack here.
+ */
+	.globl cfi_ra_moved
+	.type cfi_ra_moved, @function
+cfi_ra_moved:
+	.cfi_startproc
+	subq $24, %rsp
+	.cfi_adjust_cfa_offset 24
+	movq 24(%rsp), %rax
+	movq %rax, 8(%rsp)
+	.cfi_offset %rip, -24
+	movq $0, 24(%rsp)
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	callq *%rax
+	movq 8(%rsp), %rax
+	movq %rax, 24(%rsp)
+	.cfi_offset %rip, -8
+	addq $24, %rsp
+	.cfi_adjust_cfa_offset -24
+	ret
+	.cfi_endproc
+	.size cfi_ra_moved, .-cfi_ra_moved
 	.section .note.GNU-stack,"",@progbits

@@ -388,6 +388,32 @@ START_TEST(test_cfi_cached_rbp_frames)
 END_TEST
 
 /*
+ * A frame whose return address the tables put at CFA - 24 (test/unit/cfi_rbp.S),
+ * the usual slot zeroed: the fast step leaves it to the slow one (RULE_SLOW).
+ * The plain walk gives libunwind's frames through it; the cached walk the
+ * same, and again from the cache, with that frame's read kept and checked.
+ */
+START_TEST(test_cfi_ra_moved)
+{
+	struct probe p = { 0 };
+	struct cprobe q[3];
+
+	cfi_ra_moved(probe_here, &p);
+	check_probe(&p, false, "return address at CFA - 24");
+	ck_assert(has_function(&p, "cfi_ra_moved"));
+	ck_assert(has_function(&p, "main"));
+	memset(&stack_cache, 0, sizeof(stack_cache));
+	for (int i = 0; i < 3; i++) {
+		memset(&q[i], 0, sizeof(q[i]));
+		cfi_ra_moved(cached_here, &q[i]);
+		check_cached(&q[i], "return address at CFA - 24, cached");
+	}
+	ck_assert_int_eq(q[2].got, q[0].got);
+	ck_assert_uint_le(q[2].fresh, 1);
+}
+END_TEST
+
+/*
  * A flush (a library unloaded) and the rules may change: the next walk
  * checks nothing of the last.  (The captures come from one call site: from
  * another, the frames below it are at the same addresses, and are walked
@@ -900,6 +926,7 @@ cfi_suite(void)
 	tcase_add_test(tc, test_cfi_cached_again);
 	tcase_add_test(tc, test_cfi_cached_same_depth_other_site);
 	tcase_add_test(tc, test_cfi_cached_rbp_frames);
+	tcase_add_test(tc, test_cfi_ra_moved);
 	tcase_add_test(tc, test_cfi_cached_flush);
 	tcase_add_test(tc, test_cfi_cached_too_deep);
 	tcase_add_test(tc, test_cfi_cached_self_frames);
