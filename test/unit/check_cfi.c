@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "function_of.h"
 #include "cfi_frames.h"
 
 #define DEPTH 128
@@ -54,16 +55,6 @@ struct probe {
 	uint64_t refusals; /* of this capture: before - after */
 	uint64_t computed; /* rules this capture worked out from the DWARF tables */
 };
-
-static const char *
-function_of(uintptr_t pc)
-{
-	Dl_info info;
-
-	if (pc == 0 || dladdr((void *)(pc - 1), &info) == 0 || info.dli_sname == NULL)
-		return "?";
-	return info.dli_sname;
-}
 
 /*
  * Both walks from here.  pcs[0] and ref[0] are return addresses into this

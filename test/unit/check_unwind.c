@@ -21,6 +21,8 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include "function_of.h"
+
 extern void *__libc_stack_end;
 
 #define MODE_NAME(m) ((m) == TFA_STACKS_FP ? "fp" : "unwind")
@@ -75,17 +77,6 @@ unwind_chain_top(struct capture *c)
 	c->ret[2] = RETURN_ADDRESS();
 	unwind_chain_mid(c);
 	BARRIER();
-}
-
-/* The function a return address returns into (the call is at pc - 1), or "?". */
-static const char *
-function_of(uintptr_t pc)
-{
-	Dl_info info;
-
-	if (pc == 0 || dladdr((void *)(pc - 1), &info) == 0 || info.dli_sname == NULL)
-		return "?";
-	return info.dli_sname;
 }
 
 /* Checks the first four frames of a capture made through unwind_chain_top. */
