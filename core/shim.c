@@ -339,7 +339,9 @@ stack_cache_take(void)
 	if (tfa_unlikely(c == NULL)) {
 		if (r->stack_cache_failed)
 			return NULL;
+		int saved_errno = errno; /* a malloc that succeeds leaves errno as it was */
 		c = tfa_arena_map(sizeof(*c));
+		errno = saved_errno;
 		if (c == NULL) {
 			r->stack_cache_failed = true;
 			return NULL;
