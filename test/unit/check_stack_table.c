@@ -49,6 +49,13 @@ make_stack(uint32_t k, uintptr_t *pcs)
 	return depth;
 }
 
+/* Stack k as the table numbers it when they come in order: id k + 1. */
+static unsigned
+stack_of_id(uint32_t id, uintptr_t *pcs)
+{
+	return make_stack(id - 1, pcs);
+}
+
 static uint32_t
 intern_k(uint32_t k)
 {
@@ -90,6 +97,28 @@ holds(uint32_t id, const uintptr_t *pcs, unsigned depth)
 
 	return tfa_stack_table_get(&table, id, got, TFA_STACK_DEPTH_MAX) == depth
 	       && memcmp(got, pcs, depth * sizeof(*pcs)) == 0;
+}
+
+/*
+ * tfa_stack_table_foreach's visitor: ids come in order from 1, each with the
+ * frames make(id) gives.
+ */
+struct visit_ctx {
+	unsigned (*make)(uint32_t id, uintptr_t *pcs);
+	uint32_t next_id;
+	uint32_t bad;
+};
+
+static void
+visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
+{
+	struct visit_ctx *c = arg;
+	uintptr_t want[TFA_STACK_DEPTH_MAX];
+	unsigned want_depth = c->make(id, want);
+
+	if (id != c->next_id++ || depth != want_depth
+	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
+		c->bad++;
 }
 
 /* ---- basics ------------------------------------------------------------------------------- */
@@ -300,6 +329,13 @@ tree_stack(uint32_t k, unsigned outer, uintptr_t *pcs)
 	return depth;
 }
 
+/* Tree stack id under 3 outer frames: what the round trip interned as id, in that order. */
+static unsigned
+tree_stack_3(uint32_t id, uintptr_t *pcs)
+{
+	return tree_stack(id, 3, pcs);
+}
+
 /* What the whole-array layout cost: 8 bytes of id and depth, then the frames, per stack. */
 #define SHARED_STACKS 10000u
 #define SHARED_OUTER  40u
@@ -349,24 +385,6 @@ START_TEST(test_stack_table_shared_outer_frames_bytes)
 }
 END_TEST
 
-/* foreach hands each stack's frames, whole, in id order; get copies the same. */
-struct tree_visit {
-	uint32_t next_id;
-	uint32_t bad;
-};
-
-static void
-tree_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
-{
-	struct tree_visit *c = arg;
-	uintptr_t want[64];
-	unsigned want_depth = tree_stack(id, 3, want);
-
-	if (id != c->next_id++ || depth != want_depth
-	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
-		c->bad++;
-}
-
 START_TEST(test_stack_table_get_foreach_round_trip)
 {
 	uintptr_t pcs[64], got[64];
@@ -396,8 +414,8 @@ START_TEST(test_stack_table_get_foreach_round_trip)
 		ck_assert_mem_eq(got, pcs, depth * sizeof(*pcs));
 		ck_assert_uint_eq(tfa_stack_table_find(&table, got, depth), k);
 	}
-	struct tree_visit ctx = { .next_id = 1 };
-	tfa_stack_table_foreach(&table, tree_visit, &ctx);
+	struct visit_ctx ctx = { .make = tree_stack_3, .next_id = 1 };
+	tfa_stack_table_foreach(&table, visit, &ctx);
 	ck_assert_uint_eq(ctx.bad, 0);
 	ck_assert_uint_eq(ctx.next_id, n);
 }
@@ -406,23 +424,6 @@ END_TEST
 /* ---- scale and memory --------------------------------------------------------------------- */
 
 #define MANY 200000u
-
-struct visit_ctx {
-	uint32_t next_id;
-	uint32_t bad;
-};
-
-static void
-visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
-{
-	struct visit_ctx *c = arg;
-	uintptr_t want[STACK_DEPTH_MAX];
-	unsigned want_depth = make_stack(id - 1, want);
-
-	if (id != c->next_id++ || depth != want_depth
-	    || memcmp(pcs, want, depth * sizeof(*pcs)) != 0)
-		c->bad++;
-}
 
 START_TEST(test_stack_table_many_distinct)
 {
@@ -464,7 +465,7 @@ START_TEST(test_stack_table_many_distinct)
 	ck_assert_uint_le(bytes, bound);
 	ck_assert_uint_ge(arena - arena_before, bytes);
 
-	struct visit_ctx ctx = { .next_id = 1 };
+	struct visit_ctx ctx = { .make = stack_of_id, .next_id = 1 };
 	tfa_stack_table_foreach(&table, visit, &ctx);
 	ck_assert_uint_eq(ctx.bad, 0);
 	ck_assert_uint_eq(ctx.next_id, MANY + 1);
