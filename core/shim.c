@@ -393,11 +393,8 @@ capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_
 	} else if (got > 0 && tfa_likely((unsigned)got <= stacks.depth)
 		   && tfa_likely(tfa_stack_table_count(&tfa_process_stacks) < stacks.max)) {
 		uint32_t id = tfa_stack_table_intern_cached(&tfa_process_stacks, c);
-		if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED))) {
-			for (unsigned i = 0; i < (unsigned)got; i++)
-				pcs[i] = c->lv[(unsigned)got - 1 - i].pc;
-			check_new_stack(id, pcs, (unsigned)got);
-		}
+		if (tfa_unlikely(id > __atomic_load_n(&stacks.checked, __ATOMIC_RELAXED)))
+			check_new_stack(id, pcs, tfa_stack_cache_pcs(c, pcs, (unsigned)got));
 		*id_out = id;
 	} else if (got > 0 && (unsigned)got <= stacks.depth
 		   && (*id_out = tfa_stack_table_find_cached(&tfa_process_stacks, c)) != 0) {
@@ -409,10 +406,7 @@ capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_
 		 * stack in a full table keeps TRUNCATED_DEPTH (capture_stack
 		 * takes that branch for it, full_and_new).
 		 */
-		unsigned keep = (unsigned)got <= stacks.depth ? TRUNCATED_DEPTH : stacks.depth;
-		keep = TFA_MIN(keep, (unsigned)got);
-		for (unsigned i = 0; i < keep; i++)
-			pcs[i] = c->lv[(unsigned)got - 1 - i].pc;
+		(void)tfa_stack_cache_pcs(c, pcs, (unsigned)got <= stacks.depth ? TRUNCATED_DEPTH : stacks.depth);
 		*n_out = (unsigned)got;
 		served = 0;
 	} else {

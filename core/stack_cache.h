@@ -45,8 +45,10 @@
  * Owned by one thread (its thread record's), used by one capture at a time:
  * a capture in a signal handler that interrupted one sees `busy` and walks
  * without it.  Mapped from the arena when the record's first capture wants
- * it (20 KiB of address space; the pages of its levels in use are
- * resident, 2 or 3 for stacks of a few dozen frames); a record passes to a
+ * it (20 KiB of address space, of which a stack of a few dozen frames
+ * touches 2 pages: the first levels, and the first hashes, nodes and new
+ * levels, which share one; 3 when a capture walks more than 11 new frames); a
+ * record passes to a
  * later thread with it, whose walks never match the old frames unless their
  * words are the same (they are checked).
  */
@@ -91,5 +93,19 @@ typedef struct tfa_stack_cache_s {
 	/* The walk's new levels, innermost first, until it knows their positions. */
 	tfa_stack_level_t scratch[TFA_STACK_CACHE_LEVELS];
 } tfa_stack_cache_t;
+
+/*
+ * The cache's stack as the walk without the cache lists it, innermost frame
+ * first: its innermost `max` frames into pcs.  Returns how many.
+ */
+static inline unsigned
+tfa_stack_cache_pcs(const tfa_stack_cache_t *c, uintptr_t *pcs, unsigned max)
+{
+	unsigned n = c->len < max ? c->len : max;
+
+	for (unsigned i = 0; i < n; i++)
+		pcs[i] = c->lv[c->len - 1 - i].pc;
+	return n;
+}
 
 #endif /* TFA_CORE_STACK_CACHE_H */

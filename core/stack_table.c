@@ -544,9 +544,7 @@ lookup_cached(tfa_stack_table_t *t, tfa_stack_cache_t *c, bool insert)
 		if (!insert)
 			return 0;
 		uintptr_t pcs[TFA_STACK_CACHE_LEVELS];
-		for (unsigned i = 0; i < len; i++)
-			pcs[i] = lv[len - 1 - i].pc;
-		id = intern_slow(t, pcs, len, h);
+		id = intern_slow(t, pcs, tfa_stack_cache_pcs(c, pcs, len), h);
 		if (id == 0)
 			return 0;
 	}

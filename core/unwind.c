@@ -411,8 +411,7 @@ verify_cached(const tfa_stack_cache_t *c, unsigned len, uintptr_t anchor)
 
 	for (unsigned i = 0; i < c->n_self; i++)
 		pcs[n++] = c->self_pcs[i];
-	for (unsigned p = len; p-- > 0;)
-		pcs[n++] = c->lv[p].pc;
+	n += tfa_stack_cache_pcs(c, pcs + n, len);
 	/*
 	 * One more than it has: a walk that ended too soon differs in length.
 	 * libunwind walks at most TFA_UNWIND_FRAMES_MAX frames, the capture's
