@@ -1012,15 +1012,6 @@ cache_walk(tfa_stack_cache_t *c, unsigned keep, unsigned fresh, uint64_t *rng)
 	c->known = TFA_MIN(c->known, keep);
 }
 
-/* The cache's stack, innermost first, as the walk without the cache gives it. */
-static unsigned
-cache_pcs(const tfa_stack_cache_t *c, uintptr_t *pcs)
-{
-	for (unsigned i = 0; i < c->len; i++)
-		pcs[i] = c->lv[c->len - 1 - i].pc;
-	return c->len;
-}
-
 /*
  * tfa_stack_table_intern_cached against tfa_stack_table_intern on a table of
  * its own, over 20,000 walks that keep any part of the last stack: the same
@@ -1043,7 +1034,7 @@ START_TEST(test_stack_table_intern_cached)
 			keep = 0, fresh = 1 + (unsigned)(next_rng(&rng) % 30);
 		reused += keep != 0 && TFA_MIN(c->known, keep) != 0;
 		cache_walk(c, keep, fresh, &rng);
-		unsigned depth = cache_pcs(c, pcs);
+		unsigned depth = tfa_stack_cache_pcs(c, pcs, TFA_STACK_CACHE_LEVELS);
 		uint32_t id = tfa_stack_table_intern_cached(&table, c);
 		uint32_t want = tfa_stack_table_intern(&plain_table, pcs, depth);
 		ck_assert_uint_ne(id, 0);
@@ -1089,13 +1080,14 @@ START_TEST(test_stack_table_find_cached)
 	/* Back to the first: its outer frames known, the innermost one again. */
 	cache_walk(c, 12, 0, &rng);
 	ck_assert_uint_eq(tfa_stack_table_find_cached(&table, c), id);
-	/* A limit reached: intern_cached finds known stacks, gives 0 for new ones. */
+	/* A limit reached: intern_cached gives 0 for a new stack (8 frames: none is that deep). */
 	tfa_stack_table_set_limit(&table, 2);
 	cache_walk(c, 5, 3, &rng);
 	uintptr_t pcs[TFA_STACK_CACHE_LEVELS];
-	unsigned depth = cache_pcs(c, pcs);
-	if (tfa_stack_table_find(&table, pcs, depth) == 0)
-		ck_assert_uint_eq(tfa_stack_table_intern_cached(&table, c), 0);
+	unsigned depth = tfa_stack_cache_pcs(c, pcs, TFA_STACK_CACHE_LEVELS);
+	ck_assert_uint_eq(depth, 8);
+	ck_assert_uint_eq(tfa_stack_table_find(&table, pcs, depth), 0);
+	ck_assert_uint_eq(tfa_stack_table_intern_cached(&table, c), 0);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), 2);
 }
 END_TEST
