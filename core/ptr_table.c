@@ -376,6 +376,7 @@ shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t st
 	__atomic_store_n(&s->cap, new_cap, __ATOMIC_RELAXED);
 	s->starved = false;
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->live_hint, live, __ATOMIC_RELAXED);
 	set_fast_limit(s);
 	account_slots(t, s, cap, new_cap);
 	return true;
@@ -421,6 +422,7 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 		if (new_cap == 0) {
 			live = shard_purge(t, s, start);
 			__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->live_hint, live, __ATOMIC_RELAXED);
 			s->starved = false;
 			set_fast_limit(s);
 			return 0;
@@ -450,26 +452,40 @@ shard_rebuild(tfa_ptr_table_t *t, tfa_ptr_shard_t *s)
 	/* Without memory the slots left still serve; tombstones go. */
 	live = shard_purge(t, s, start);
 	__atomic_store_n(&s->used, live, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->live_hint, live, __ATOMIC_RELAXED);
 	s->starved = true;
 	set_fast_limit(s);
 	return -ENOMEM;
 }
 
 /*
+ * What a sweep takes a shard to hold: its slots used, or fewer, the live
+ * records its owner counted.  Used slots count tombstones as well, and frees
+ * leave tombstones: a shard that a moving heap left behind keeps its slots
+ * used, its live records gone.  The owner's count misses other threads'
+ * frees (it is then too high: a shard not shrunk) and a shared shard's
+ * operations (too high or too low: a count to make, which corrects it).
+ */
+static uint64_t
+sweep_guess(const tfa_ptr_shard_t *o)
+{
+	uint64_t used = __atomic_load_n(&o->used, __ATOMIC_RELAXED);
+	uint64_t live = __atomic_load_n(&o->live_hint, __ATOMIC_RELAXED);
+
+	return live < used ? live : used;
+}
+
+/*
  * Shrinks shards other than `except` whose live records fell below 1/4 of
  * their slots to twice their live records (whole pages), while the grown
  * shards' slots, with what `except` is about to take, pass 7/4 of the most
- * slots the sweeps have seen used in them (56 bytes a slot used): a heap
- * that moves from region to region leaves shards behind it, and they are
- * shrunk; one that empties and fills again in place stays within the bound
- * and pays for no rebuild (python3's workload.py 3750: 2.7% more instructions
- * when every such shard shrank, 0.7% with the bound).  Used slots count
- * tombstones as well: hence the margin under 64 bytes, and with threads a
- * shard that was emptied keeps its tombstones (only a single thread's frees
- * empty slots) and is not seen as shrinkable until a rebuild of its own
- * purges them: the bound holds for single-threaded heaps, threaded ones
- * keep the shards they leave behind.  The look is cheap:
- * two loads per grown shard.  REQUIRES: the caller holds no shard of t (each
+ * records the sweeps have seen in them (56 bytes a record): a heap that
+ * moves from region to region leaves shards behind it, and they are shrunk;
+ * one that empties and fills again in place stays within the bound and pays
+ * for no rebuild (python3's workload.py 3750: 2.7% more instructions when
+ * every such shard shrank, 0.7% with the bound).  What a shard holds is
+ * sweep_guess's, hence the margin under 64 bytes.  The look is cheap: three
+ * loads per grown shard.  REQUIRES: the caller holds no shard of t (each
  * shard shrunk is excluded in turn).
  */
 static void
@@ -482,7 +498,7 @@ sweep(tfa_ptr_table_t *t, const tfa_ptr_shard_t *except)
 		     bits &= bits - 1) {
 			const tfa_ptr_shard_t *o = &t->shards[w * 64 + (unsigned)__builtin_ctzll(bits)];
 			slots += __atomic_load_n(&o->cap, __ATOMIC_RELAXED);
-			used += __atomic_load_n(&o->used, __ATOMIC_RELAXED);
+			used += sweep_guess(o);
 		}
 	/* What `except` is about to take: half its slots more when it grows. */
 	uint64_t grows = __atomic_load_n(&except->cap, __ATOMIC_RELAXED);
@@ -498,11 +514,11 @@ sweep(tfa_ptr_table_t *t, const tfa_ptr_shard_t *except)
 		     bits != 0 && slots * 4 > most * 7; bits &= bits - 1) {
 			tfa_ptr_shard_t *o = &t->shards[w * 64 + (unsigned)__builtin_ctzll(bits)];
 			if (o == except
-			    || !TFA_PTR_SHRINKABLE(__atomic_load_n(&o->used, __ATOMIC_RELAXED),
-						   __atomic_load_n(&o->cap, __ATOMIC_RELAXED))
+			    || !TFA_PTR_SHRINKABLE(sweep_guess(o), __atomic_load_n(&o->cap, __ATOMIC_RELAXED))
 			    || !shard_exclude(t, o))
 				continue;
 			uint64_t live = count_live(o), cap = o->cap;
+			__atomic_store_n(&o->live_hint, live, __ATOMIC_RELAXED);
 			if (o->slots != NULL && TFA_PTR_SHRINKABLE(live, cap)) {
 				uint64_t want = (live * 2 + CAP_STEP - 1) / CAP_STEP * CAP_STEP;
 				want = want > CAP_INITIAL ? want : CAP_INITIAL;
@@ -769,6 +785,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		__atomic_store_n(&s->cap, 0, __ATOMIC_RELAXED);
 		s->starved = false;
 		__atomic_store_n(&s->used, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->live_hint, 0, __ATOMIC_RELAXED);
 		set_fast_limit(s);
 		shard_admit(s);
 	}

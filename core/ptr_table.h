@@ -137,6 +137,13 @@ typedef struct tfa_ptr_shard_s {
 	/* Written only when an insert takes a slot that was empty: apart, so
 	 * that the line every operation reads stays shared between cores. */
 	uint64_t used TFA_ALIGNED_CACHELINE; /* live records and tombstones */
+	/*
+	 * Live records as the shard's owner counts them (its own inserts and
+	 * frees; not the frees of other threads, nor the operations on a shared
+	 * shard): the sweep's guess of what a shard holds, which tombstones hide
+	 * from `used`.  Exact after every rebuild and every count the sweep makes.
+	 */
+	uint64_t live_hint;
 } TFA_ALIGNED_CACHELINE tfa_ptr_shard_t;
 
 /* Zero-initialised storage is an empty, usable table. */
@@ -168,7 +175,7 @@ typedef struct tfa_ptr_table_s {
 	tfa_lock_t map_lock;
 	uint64_t slot_bytes;      /* mapped for the shards' slots now */
 	uint64_t slot_bytes_peak; /* the most at once, between rebuilds */
-	uint64_t used_peak;       /* the most slots used in grown shards that a sweep saw */
+	uint64_t used_peak;       /* the most records in grown shards that a sweep guessed */
 } tfa_ptr_table_t;
 
 /* How an operation holds its shard. */
@@ -235,18 +242,17 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
  * the page as the unit, a purge there would leave too little room.
  *
- * A shard never shrinks by itself (no operation counts its live records),
- * but a heap moves: the blocks of one 512 KiB region die and others are born
+ * A shard never shrinks by itself, but a heap moves: the blocks of one 512 KiB region die and others are born
  * elsewhere, and the sum of every shard's own peak passes the process's peak
  * (python3's workload: 1.25 times, 64 to 80 bytes per block at its peak).
  * So before a shard grows or purges, while the table holds more than 56
- * bytes per slot used at the most it saw, a sweep shrinks other shards whose
+ * bytes per record at the most it saw, a sweep shrinks other shards whose
  * live records fell below 1/4 of them (TFA_PTR_SHRINKABLE) to twice those
  * (python3's workload: 53 to 59 bytes per block at the table's peak, for
- * about 1% more instructions: the shards shrunk grow back).  Only the
- * count of slots used (live and tombstones) says which to look at: a shard
- * emptied by other threads' frees keeps its tombstones, and its size, until
- * an insert of its own purges it.
+ * about 1% more instructions: the shards shrunk grow back).  Which to look
+ * at, the owner's count of its records says (live_hint): the slots used
+ * count the tombstones too.  A shard emptied by other threads' frees keeps
+ * its count, and its size, until an insert of its own purges it.
  */
 #define TFA_PTR_SHRINKABLE(live, cap) ((cap) > TFA_PTR_CAP_INITIAL && (live) * 4 < (cap))
 #define TFA_PTR_OVERLOADED(used, cap) (((used) + 1) * 4 > (cap) * 3)
@@ -491,6 +497,7 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 			}
 			if (key == 0)
 				tfa_local_add_u64(&s->used, 1);
+			tfa_local_add_u64(&s->live_hint, 1);
 		}
 		slot->size_meta = rec->size_meta;
 		slot->id_thread = rec->id_thread;
@@ -525,46 +532,28 @@ tfa_ptr_held_insert_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record
 
 /*
  * Removes the record of ptr at slot i of s, held with TFA_PTR_OWN: the slot
- * becomes a tombstone; with `empty` (the process has one thread), empty when
- * the next slot is empty, with the tombstones just before it (no probe runs
- * through them).  With threads the owner leaves tombstones for inserts to
- * take again, as the others do: emptying cost the owner of churn's shards
- * 20% more time than it saved in probes (reusing a tombstone keeps the
- * line of the slot just freed busy), and rebuilds purge them.  The tombstone is
- * written first, so that a signal handler's insert meanwhile takes this slot
- * (or one before it) rather than a later one that emptying this slot would
- * cut off from its home; each slot is then emptied only if it still holds
- * the tombstone.  Other threads only turn live keys into tombstones.  [hot path]
+ * becomes a tombstone, for inserts to take again, and rebuilds purge them.
+ * Emptying the slot when the next one was empty (with the tombstones just
+ * before it), as a single thread once did, cost more than its shorter probes
+ * saved: the branches on what lies around a random slot mispredict (churn's
+ * loop without threads under cachegrind: 2.1 mispredictions a malloc/free pair
+ * against 1.3, 26% more CPU time), and `trees 14` took 4.7% more
+ * instructions.  The sweep learns what a shard holds from live_hint.
+ * [hot path]
  */
 static TFA_ALWAYS_INLINE bool
-tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr, bool empty)
+tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
 {
-	tfa_record_t *slots = s->slots;
-	uint64_t cap = s->cap;
-
 	/* False: another thread freed ptr just now (a double free); only an exact tie goes unseen. */
-	if (tfa_unlikely(!tfa_local_cas_u64(&slots[i].ptr, ptr, ptr + 1)))
+	if (tfa_unlikely(!tfa_local_cas_u64(&s->slots[i].ptr, ptr, ptr + 1)))
 		return false;
-	if (!empty || tfa_likely(__atomic_load_n(&slots[tfa_ptr_next(i, cap)].ptr, __ATOMIC_RELAXED) != 0))
-		return true;
-	/* By pointer: the wrap is a compare either way, and the index would cost an address computation. */
-	tfa_record_t *slot = &slots[i];
-	for (uint64_t key = ptr + 1;;) {
-		if (!tfa_local_cas_u64(&slot->ptr, key, 0))
-			return true;
-		tfa_local_add_u64(&s->used, -1);
-		slot = tfa_likely(slot != slots) ? slot - 1 : slots + cap - 1;
-		key = __atomic_load_n(&slot->ptr, __ATOMIC_RELAXED);
-		if (!TFA_PTR_IS_TOMBSTONE(key))
-			return true;
-	}
+	tfa_local_add_u64(&s->live_hint, -1);
+	return true;
 }
 
 /*
  * Removes ptr's record from a held shard into *out.  The slot becomes a
- * tombstone; with a single thread, empty instead when the next slot is empty
- * (then no probe runs through it, nor through the tombstones just before it).
- * False when ptr is not there (or another thread freed it at the same time).
+ * tombstone.  False when ptr is not there (or another thread freed it at the same time).
  * [hot path]
  */
 static TFA_ALWAYS_INLINE bool
@@ -593,7 +582,7 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 		return __atomic_compare_exchange_n(&slot->ptr, &expected, ptr + 1, false,
 						   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 	}
-	return tfa_ptr_owned_remove(s, i, ptr, h.mode == TFA_PTR_EXCLUSIVE);
+	return tfa_ptr_owned_remove(s, i, ptr);
 }
 
 /* ---- the process tracker's fast path (core/shim.c) ------------------------------------------ */
@@ -658,6 +647,7 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 				if (tfa_likely(tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY))) {
 					if (key == 0)
 						tfa_local_add_u64(&s->used, 1);
+					tfa_local_add_u64(&s->live_hint, 1);
 					break;
 				}
 			} else if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY,

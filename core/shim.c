@@ -811,8 +811,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	tfa_ptr_note_freed(ptr);
 	int access = single ? TFA_PTR_OWN : tfa_ptr_access(held);
 	if (access == TFA_PTR_OWN) {
-		if (tfa_unlikely(!tfa_ptr_owned_remove(held.shard, (uint64_t)i, ptr,
-						       single || held.mode == TFA_PTR_EXCLUSIVE)))
+		if (tfa_unlikely(!tfa_ptr_owned_remove(held.shard, (uint64_t)i, ptr)))
 			goto not_served;
 	} else if (tfa_unlikely(!tfa_ptr_fast_remove_concurrent(held.shard, (uint64_t)i, ptr))) {
 		goto not_served;
@@ -1442,7 +1441,7 @@ fast_realloc(tfa_thread_rec_t *trec, void *p, size_t nbytes, void **out)
 		slot->tag = tag;
 	} else {
 		tfa_ptr_note_freed(ptr);
-		(void)tfa_ptr_owned_remove(sh, (uint64_t)i, ptr, true); /* one thread: it cannot fail */
+		(void)tfa_ptr_owned_remove(sh, (uint64_t)i, ptr); /* one thread: it cannot fail */
 		uint64_t qp = (uintptr_t)q;
 		if (tfa_unlikely(!tfa_ptr_fast_insert(tfa_ptr_shard_of(&process_table, qp), qp, meta,
 						      id_thread, 0, tag, false))) {
