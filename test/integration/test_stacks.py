@@ -42,6 +42,28 @@ Cases:
                  without it, site by site with its figures: python3 with
                  PYTHONMALLOC=malloc, also with 12 frames a stack and a table
                  full at 40 stacks (the truncating paths), and sqlite3
+  coroutines     tp_coroutines: three threads, each with coroutines (ucontext)
+                 on stacks of their own, switching back and forth in the middle
+                 of their recursions; a stack unmapped and mapped again at the
+                 same address with other functions' frames where the last walk
+                 had its own; a stack made PROT_NONE after the thread's last
+                 walk on it, and one whose upper half is, under the outer
+                 frames of the last walk; an alloca'd frame at the same stack
+                 and return addresses with another %rbp: each allocating
+                 function has the chain of callers the program printed, by
+                 name, with the exact recursion depth, its entry function
+                 (then glibc's __start_context, or nothing where the entry is
+                 the outermost frame by its unwind rule) or main or the
+                 thread's start, and the chain's exact figures and leaks; the
+                 same output as a plain run; the same sites, frame by frame,
+                 with the cache of each thread's last walk
+                 (TFALLOC_STACK_CACHE) and without it; with TFALLOC_STACKS=fp
+                 the same chains up to the entry and its caller (further out,
+                 a coroutine's frame pointers lead to whatever the stack that
+                 started it holds now: not checked).  Fails when the cache
+                 skips the check of the kept levels' words (a stale stack),
+                 ignores %rbp in its match (a stale stack), or reads the kept
+                 levels beyond the first change (SIGSEGV)
   subshells      bash with a heap of 2000 hash entries starting 20 subshells:
                  each forked child repeats its parent's sites and leaks; the
                  JSON report writes each stack once (stack_table) and each
@@ -451,6 +473,108 @@ def case_stack_cache(ctx):
         print("%s: %d stacks, the same with and without the cache" % (what, len(got[0])))
 
 
+# tp_coroutines: the functions that call malloc, and those that end a chain
+# (the program's CHAIN lines: callers innermost first, "<" between them).
+CORO_ALLOCATORS = ("leaf", "walk_a", "walk_b", "walk_g", "pong_c", "sched_leaf", "alloca_leaf",
+                   "dig_leaf")
+CORO_ENDS = ("entry_a", "entry_b", "entry_c", "entry_d", "entry_g", "run_all")
+
+
+def coroutine_chain(stack, mode, libc_frames, what):
+    """The CHAIN of a stack of tp_coroutines, its frames beyond the chain's
+    end checked; libc_frames collects __start_context's (module, offset)."""
+    names = functions(stack)
+    ends = [i for i, n in enumerate(names) if n in CORO_ENDS]
+    T.check(ends, "%s: no entry function nor run_all in %s" % (what, names))
+    i = ends[0]
+    tail = stack[i + 1:]
+    if names[i] == "run_all":
+        outer = names[i + 1:i + 3]
+        kind = {("main", "__libc_start_call_main"): "main",
+                ("worker", "start_thread"): "thread"}.get(tuple(outer))
+        T.check(kind, "%s: run_all's callers %s, expected main <- __libc_start_call_main or "
+                "worker <- start_thread: %s" % (what, outer, names))
+        i += 1  # the chain ends with run_all's caller
+    else:
+        kind = "coro"
+        # Every entry but entry_g is the outermost frame by its rule (the
+        # return address undefined); entry_g returns to glibc's
+        # __start_context, the last frame libunwind finds.  Frame pointers
+        # go on: not checked.
+        if mode == "unwind" and names[i] != "entry_g":
+            T.check(tail == [], "%s: frames after %s, its outermost by its rule: %s"
+                    % (what, names[i], names))
+        else:
+            T.check(tail and str(tail[0].get("module", "")).endswith("/libc.so.6")
+                    and tail[0].get("function") in (None, "__start_context"),
+                    "%s: %s's caller is not __start_context in libc: %s" % (what, names[i], tail[:1]))
+            libc_frames.add((tail[0].get("module"), tail[0].get("offset")))
+            T.check(mode == "fp" or len(tail) == 1,
+                    "%s: frames after __start_context: %s" % (what, functions(tail)))
+    return "<".join(names[:i + 1]) + "|" + kind
+
+
+def check_coroutines(proc, expected, mode, what):
+    """Each allocating function of tp_coroutines has the chains and figures the program printed."""
+    T.check_eq(proc["stacks"]["mode"], mode, what + ": stacks mode")
+    libc_frames = set()
+    got = {}
+    for s in proc["sites"]:
+        if not s["stack"] or s["stack"][0].get("function") not in CORO_ALLOCATORS:
+            continue
+        key = coroutine_chain(s["stack"], mode, libc_frames, what + ": site")
+        fig = got.setdefault(key, [0, 0, 0])
+        fig[0] += s["num_allocs"]
+        fig[1] += s["total_bytes"]
+        fig[2] += s["bytes_in_use"]
+    leaks = {}
+    for l in proc["leaks"]:
+        if l["stack"] and l["stack"][0].get("function") in CORO_ALLOCATORS:
+            key = coroutine_chain(l["stack"], mode, libc_frames, what + ": leak")
+            fig = leaks.setdefault(key, [0, 0])
+            fig[0] += l["blocks"]
+            fig[1] += l["bytes"]
+    T.check(len(libc_frames) <= 1, "%s: __start_context at several places: %s" % (what, libc_frames))
+    wrong = sorted((k, got.get(k), list(v)) for k, v in expected.items() if got.get(k) != list(v))
+    extra = sorted((k, v) for k, v in got.items() if k not in expected)
+    T.check(not wrong and not extra,
+            "%s: %d chains with other figures than the program's (chain, got, expected), %d "
+            "chains it never allocated from: %s %s" % (what, len(wrong), len(extra), wrong[:8], extra[:8]))
+    want_leaks = {k: [v[0], v[1]] for k, v in expected.items() if v[2]}
+    T.check(want_leaks, "tp_coroutines printed no leaked chain")
+    T.check_eq(leaks, want_leaks, what + ": leaks by chain (blocks, bytes)")
+    return len(got)
+
+
+def case_coroutines(ctx):
+    path = ctx.prog("tp_coroutines")
+    plain = ctx.run_plain([path])
+    T.check_eq(plain.returncode, 0, "tp_coroutines without the shim\n" + plain.describe())
+    expected = {}
+    for chain, allocs, total, leaked in T.parse_lines(plain, "CHAIN"):
+        expected[chain] = (int(allocs), int(total), int(leaked))
+    T.check_ge(len(expected), 20, "CHAIN lines")
+    by_stack = {}
+    for stacks, cache in (("unwind", "1"), ("unwind", "0"), ("fp", "1")):
+        what = "TFALLOC_STACKS=%s TFALLOC_STACK_CACHE=%s" % (stacks, cache)
+        r, rep = ctx.run_and_report([path], what="tp_coroutines " + what,
+                                    env={"TFALLOC_STACKS": stacks, "TFALLOC_STACK_CACHE": cache})
+        T.same_output(plain, r, "tp_coroutines " + what)
+        proc = T.only_process(rep, "tp_coroutines")
+        T.check_exited(proc, 0)
+        T.check_consistent(proc, multithreaded=True, allocator=ctx.allocator or "jemalloc")
+        n = check_coroutines(proc, expected, stacks, what)
+        if stacks == "unwind":
+            by_stack[cache] = sites_by_stack(proc)
+        print("%s: %d chains of callers, each with its exact figures" % (what, n))
+    with_cache, without = by_stack["1"], by_stack["0"]
+    missing = [k for k in without if with_cache.get(k) != without[k]]
+    extra = [k for k in with_cache if k not in without]
+    T.check(not missing and not extra,
+            "tp_coroutines: %d stacks differ from the walk without the cache, %d only with it; first: %s"
+            % (len(missing), len(extra), (missing or extra)[:1]))
+
+
 def case_subshells(ctx):
     script = ("declare -A h; for i in $(seq 1 2000); do h[k$i]=\"value $i\"; done; "
               "for i in $(seq 1 20); do ( : ); done; echo done")
@@ -505,5 +629,6 @@ T.main({
     "errors": case_errors,
     "python3": case_python3,
     "stack_cache": case_stack_cache,
+    "coroutines": case_coroutines,
     "subshells": case_subshells,
 })
