@@ -20,10 +20,10 @@
  * allocator hands it out once).  No lock and no shared counter is written per
  * operation.  A shard has an owner, the thread that mapped it (both jemalloc
  * and glibc give each thread an arena of its own, so a region's blocks are
- * mostly made by one thread): the owner claims and empties slots with
+ * mostly made by one thread): the owner claims slots and frees them with
  * instructions that are atomic against its own signal handlers but carry no
  * lock prefix, for only it writes the empty slots and tombstones of its
- * shard.  Other threads free its blocks with a compare-and-swap on the live
+ * shard (and its count of live records, live_hint).  Other threads free its blocks with a compare-and-swap on the live
  * key (live -> tombstone, never touching an empty slot or a tombstone); the
  * first other thread to insert takes the ownership away for good (the shard
  * is then shared: every insert claims its slot by compare-and-swap), which
@@ -134,14 +134,17 @@ typedef struct tfa_ptr_shard_s {
 	uint32_t gate;       /* nonzero: operations wait for the rebuild lock */
 	tfa_lock_t rebuild_lock;
 	bool starved;        /* growth failed: the last empty slot is kept */
-	/* Written only when an insert takes a slot that was empty: apart, so
-	 * that the line every operation reads stays shared between cores. */
+	/* Written by inserts and (live_hint) by the owner's frees, never by other
+	 * threads' frees: apart, so that the line every operation reads stays
+	 * shared between cores. */
 	uint64_t used TFA_ALIGNED_CACHELINE; /* live records and tombstones */
 	/*
 	 * Live records as the shard's owner counts them (its own inserts and
 	 * frees; not the frees of other threads, nor the operations on a shared
 	 * shard): the sweep's guess of what a shard holds, which tombstones hide
-	 * from `used`.  Exact after every rebuild and every count the sweep makes.
+	 * from `used`.  Exact after every rebuild and every count the sweep
+	 * makes.  Too high, a shard is not shrunk until a rebuild of its own;
+	 * too low, the sweep counts it (and corrects it).
 	 */
 	uint64_t live_hint;
 } TFA_ALIGNED_CACHELINE tfa_ptr_shard_t;
@@ -199,8 +202,8 @@ typedef struct tfa_ptr_held_s {
 
 /* How the holder of a shard may change it. */
 enum tfa_ptr_access_e {
-	TFA_PTR_OWN = 0,     /* no other thread inserts: claim and empty slots without a lock prefix */
-	TFA_PTR_SHARED = 1,  /* claim slots by compare-and-swap; removes leave tombstones */
+	TFA_PTR_OWN = 0,     /* no other thread inserts: claim slots and free them without a lock prefix */
+	TFA_PTR_SHARED = 1,  /* claim slots by compare-and-swap (removes leave tombstones, as every remove) */
 	TFA_PTR_FOREIGN = 2, /* another thread owns the shard: removes as SHARED, inserts revoke first */
 };
 
@@ -236,8 +239,8 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * multiply-high (tfa_ptr_home) and probes wrap by a compare, as many
  * instructions as the shift and masks they replace.  Growing by 1.5 instead
  * of 2 rebuilds more often, and the fuller shards make longer probes
- * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both with the
- * owner's emptying by pointer; the python3 workload +1.4% to +2.6%, of
+ * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both measured when a
+ * single thread's frees still emptied slots; the python3 workload +1.4% to +2.6%, of
  * which rebuilds 1.8 points at its smaller size).  Shards of less than
  * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
  * the page as the unit, a purge there would leave too little room.
@@ -476,10 +479,16 @@ tfa_ptr_held_insert(tfa_ptr_held_t h, const tfa_record_t *rec, tfa_record_t *rep
 		}
 		if (key != 0 && !TFA_PTR_IS_TOMBSTONE(key))
 			continue;
-		/* A starved shard keeps one slot empty: every probe must end. */
+		/*
+		 * A starved shard keeps one slot empty: every probe must end.
+		 * Frees leave tombstones, which a purge turns into room without
+		 * memory (make_room): while the owner's count says some are
+		 * there, the caller makes room and comes back.
+		 */
 		if (key == 0 && tfa_unlikely(s->starved)
 		    && __atomic_load_n(&s->used, __ATOMIC_RELAXED) + 2 > cap)
-			return -ENOMEM;
+			return __atomic_load_n(&s->live_hint, __ATOMIC_RELAXED) + 2 <= cap ? TFA_PTR_AGAIN
+											     : -ENOMEM;
 		if (access == TFA_PTR_SHARED) {
 			if (!__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false,
 							 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
