@@ -490,8 +490,8 @@ sweep_guess(const tfa_ptr_shard_t *o)
  * bytes a record would serve; 56 keeps the table smaller for about 1% more
  * instructions (workload.py 3750 with PYTHONMALLOC=malloc: 8.98 against
  * 9.66 MB of table at its peak, 986 against 969 million instructions).
- * The look is cheap: three loads per grown shard.  REQUIRES: the caller holds no shard of t (each
- * shard shrunk is excluded in turn).
+ * The look is cheap: three loads per grown shard.  REQUIRES: the caller
+ * holds no shard of t (each shard shrunk is excluded in turn).
  */
 static void
 sweep(tfa_ptr_table_t *t, const tfa_ptr_shard_t *except)

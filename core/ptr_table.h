@@ -23,8 +23,9 @@
  * mostly made by one thread): the owner claims slots and frees them with
  * instructions that are atomic against its own signal handlers but carry no
  * lock prefix, for only it writes the empty slots and tombstones of its
- * shard (and its count of live records, live_hint).  Other threads free its blocks with a compare-and-swap on the live
- * key (live -> tombstone, never touching an empty slot or a tombstone); the
+ * shard (and its count of live records, live_hint).  Other threads free its
+ * blocks with a compare-and-swap on the live key (live -> tombstone, never
+ * touching an empty slot or a tombstone); the
  * first other thread to insert takes the ownership away for good (the shard
  * is then shared: every insert claims its slot by compare-and-swap), which
  * excludes the shard's operations once.
@@ -239,9 +240,9 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * multiply-high (tfa_ptr_home) and probes wrap by a compare, as many
  * instructions as the shift and masks they replace.  Growing by 1.5 instead
  * of 2 rebuilds more often, and the fuller shards make longer probes
- * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both measured when a
- * single thread's frees still emptied slots; the python3 workload +1.4% to +2.6%, of
- * which rebuilds 1.8 points at its smaller size).  Shards of less than
+ * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both measured when
+ * a single thread's frees still emptied slots; the python3 workload +1.4% to
+ * +2.6%, of which rebuilds 1.8 points at its smaller size).  Shards of less than
  * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
  * the page as the unit, a purge there would leave too little room.
  *
