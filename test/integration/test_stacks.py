@@ -444,6 +444,15 @@ def sites_by_stack(proc):
     return out
 
 
+def check_same_sites(with_cache, without, what):
+    """The sites (sites_by_stack) recorded with the cache of the last walk are those without it."""
+    missing = [k for k in without if with_cache.get(k) != without[k]]
+    extra = [k for k in with_cache if k not in without]
+    T.check(not missing and not extra,
+            "%s: %d stacks differ from the walk without the cache, %d only with it; first: %s"
+            % (what, len(missing), len(extra), (missing or extra)[:1]))
+
+
 def case_stack_cache(ctx):
     script = "import json\nprint(len(json.dumps([{str(i): [i, str(i) * 3]} for i in range(20000)])))\n"
     sql = "create table t(a, b); " + " ".join(
@@ -465,11 +474,7 @@ def case_stack_cache(ctx):
             got.append(sites_by_stack(T.only_process(rep, name)))
         what = "%s %s" % (name, " ".join("%s=%s" % kv for kv in sorted(env.items())))
         T.check_ge(len(got[0]), 20, what + ": stacks")
-        missing = [k for k in got[1] if got[0].get(k) != got[1][k]]
-        extra = [k for k in got[0] if k not in got[1]]
-        T.check(not missing and not extra,
-                "%s: %d stacks differ from the walk without the cache, %d only with it; first: %s"
-                % (what, len(missing), len(extra), (missing or extra)[:1]))
+        check_same_sites(got[0], got[1], what)
         print("%s: %d stacks, the same with and without the cache" % (what, len(got[0])))
 
 
@@ -567,12 +572,7 @@ def case_coroutines(ctx):
         if stacks == "unwind":
             by_stack[cache] = sites_by_stack(proc)
         print("%s: %d chains of callers, each with its exact figures" % (what, n))
-    with_cache, without = by_stack["1"], by_stack["0"]
-    missing = [k for k in without if with_cache.get(k) != without[k]]
-    extra = [k for k in with_cache if k not in without]
-    T.check(not missing and not extra,
-            "tp_coroutines: %d stacks differ from the walk without the cache, %d only with it; first: %s"
-            % (len(missing), len(extra), (missing or extra)[:1]))
+    check_same_sites(by_stack["1"], by_stack["0"], "tp_coroutines")
 
 
 def case_subshells(ctx):
