@@ -25,10 +25,10 @@
  * lock prefix, for only it writes the empty slots and tombstones of its
  * shard (and its count of live records, live_hint).  Other threads free its
  * blocks with a compare-and-swap on the live key (live -> tombstone, never
- * touching an empty slot or a tombstone); the
- * first other thread to insert takes the ownership away for good (the shard
- * is then shared: every insert claims its slot by compare-and-swap), which
- * excludes the shard's operations once.
+ * touching an empty slot or a tombstone); the first other thread to insert
+ * takes the ownership away for good (the shard is then shared: every insert
+ * claims its slot by compare-and-swap), which excludes the shard's
+ * operations once.
  *
  * Memory comes from mmap (core/arena.h), never from malloc.
  */
@@ -204,7 +204,7 @@ typedef struct tfa_ptr_held_s {
 /* How the holder of a shard may change it. */
 enum tfa_ptr_access_e {
 	TFA_PTR_OWN = 0,     /* no other thread inserts: claim slots and free them without a lock prefix */
-	TFA_PTR_SHARED = 1,  /* claim slots by compare-and-swap (removes leave tombstones, as every remove) */
+	TFA_PTR_SHARED = 1,  /* claim slots by compare-and-swap */
 	TFA_PTR_FOREIGN = 2, /* another thread owns the shard: removes as SHARED, inserts revoke first */
 };
 
@@ -242,13 +242,14 @@ tfa_ptr_access(tfa_ptr_held_t h)
  * of 2 rebuilds more often, and the fuller shards make longer probes
  * (callgrind: trees 14 -0.3% instructions, churn -1.0%, both measured when
  * a single thread's frees still emptied slots; the python3 workload +1.4% to
- * +2.6%, of which rebuilds 1.8 points at its smaller size).  Shards of less than
- * TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block: with
- * the page as the unit, a purge there would leave too little room.
+ * +2.6%, of which rebuilds 1.8 points at its smaller size).  Shards of less
+ * than TFA_PTR_CAP_EXACT slots may grow by one page past 64 bytes a block:
+ * with the page as the unit, a purge there would leave too little room.
  *
- * A shard never shrinks by itself, but a heap moves: the blocks of one 512 KiB region die and others are born
- * elsewhere, and the sum of every shard's own peak passes the process's peak
- * (python3's workload: 1.25 times, 64 to 80 bytes per block at its peak).
+ * A shard never shrinks by itself, but a heap moves: the blocks of one 512
+ * KiB region die and others are born elsewhere, and the sum of every shard's
+ * own peak passes the process's peak (python3's workload: 1.25 times, 64 to
+ * 80 bytes per block at its peak).
  * So before a shard grows or purges, while the table holds more than 56
  * bytes per record at the most it saw, a sweep shrinks other shards whose
  * live records fell below 1/4 of them (TFA_PTR_SHRINKABLE) to twice those
@@ -545,11 +546,13 @@ tfa_ptr_held_insert_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record
  * becomes a tombstone, for inserts to take again, and rebuilds purge them.
  * Emptying the slot when the next one was empty (with the tombstones just
  * before it), as a single thread once did, cost more than its shorter probes
- * saved: the branches on what lies around a random slot mispredict (churn's
- * loop without threads under cachegrind: 2.1 mispredictions a malloc/free pair
- * against 1.3, 26% more CPU time), and `trees 14` took 4.7% more
- * instructions.  The sweep learns what a shard holds from live_hint.
- * [hot path]
+ * saved: a look at the next slot, a compare-and-swap and a count of used
+ * slots lowered for each slot emptied (raised again by the insert that takes
+ * it), and branches on what lies around a random slot.  Without it: churn's
+ * loop in one thread 0.64 -> 0.47 s of CPU time for 10 million pairs;
+ * `trees 14` 1,477 -> 1,426 million instructions and `trees 16` 21.2 ->
+ * 14.0 million mispredictions (cachegrind).  The sweep learns what a shard
+ * holds from live_hint.  [hot path]
  */
 static TFA_ALWAYS_INLINE bool
 tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
@@ -563,8 +566,8 @@ tfa_ptr_owned_remove(tfa_ptr_shard_t *s, uint64_t i, uint64_t ptr)
 
 /*
  * Removes ptr's record from a held shard into *out.  The slot becomes a
- * tombstone.  False when ptr is not there (or another thread freed it at the same time).
- * [hot path]
+ * tombstone.  False when ptr is not there (or another thread freed it at the
+ * same time).  [hot path]
  */
 static TFA_ALWAYS_INLINE bool
 tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)

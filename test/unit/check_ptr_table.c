@@ -285,9 +285,9 @@ END_TEST
 
 /*
  * A heap that moves: 200,000 blocks in one place, all freed, then as many
- * elsewhere, four times.  Shards left empty shrink when others grow past 64
- * bytes per block of the most the table held (with a margin for tombstones),
- * so the table's peak is that of one round, not the sum of the four; and the
+ * elsewhere, four times.  Shards left empty shrink when others grow past 56
+ * bytes per block of the most the table held (under the 64 bytes the peak
+ * is held to), so the table's peak is that of one round, not the sum of the four; and the
  * shards shrunk still serve.  Frees leave tombstones: only the owner's count
  * of live records (live_hint) tells the sweep which shards emptied, so the
  * case runs twice: by the table's calls, and as the shim's fast path changes
