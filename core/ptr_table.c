@@ -83,6 +83,8 @@ static uint64_t fence_word;
 #	define full_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 
+uint32_t tfa_ptr_fast_depth_limit;
+
 void
 tfa_ptr_table_init_barriers(void)
 {
@@ -91,10 +93,22 @@ tfa_ptr_table_init_barriers(void)
 	if (ok) {
 		__atomic_store_n(&asym_registered, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&tfa_ptr_asym_announce, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&tfa_ptr_fast_depth_limit, TFA_ANNOUNCE_DEPTH, __ATOMIC_SEQ_CST);
 	} else {
+		__atomic_store_n(&tfa_ptr_fast_depth_limit, 0, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&tfa_ptr_asym_announce, 0, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&asym_registered, 0, __ATOMIC_SEQ_CST);
 	}
+}
+
+void
+tfa_ptr_table_forking(bool forking)
+{
+	/* A signal handler's call meanwhile returns table_depth as it found it. */
+	if (forking)
+		tfa_tls.table_depth += TFA_PTR_DEPTH_FORKING;
+	else
+		tfa_tls.table_depth -= TFA_PTR_DEPTH_FORKING;
 }
 
 /*
@@ -192,6 +206,26 @@ tfa_ptr_hold_locked(tfa_ptr_table_t *t, tfa_ptr_held_t *h)
 {
 	mark_touched(t, h->shard);
 	hold_by_lock(h);
+}
+
+void
+tfa_ptr_fast_hold_slow(tfa_ptr_table_t *t, tfa_ptr_held_t *h)
+{
+	uint32_t d = tfa_tls.table_depth;
+
+	if (tfa_tls.holds_all_locks) {
+		h->mode = TFA_PTR_EXCLUSIVE;
+		h->rec = NULL;
+		return;
+	}
+	if (d < TFA_ANNOUNCE_DEPTH) {
+		/* Announcements are exchanges (tfa_ptr_fast_depth_limit 0). */
+		h->depth = (uint8_t)d;
+		if (tfa_ptr_announce(h->rec, d, h->shard))
+			tfa_ptr_hold_gated(h);
+		return;
+	}
+	tfa_ptr_hold_locked(t, h);
 }
 
 void

@@ -221,6 +221,20 @@ tfa_ptr_access(tfa_ptr_held_t h)
 }
 
 /*
+ * tfa_ptr_access for the fast path, where the holder nearly always announced
+ * a shard of its own: that case first, in one load and two compares (an
+ * announced holder's rec is never NULL).  [hot path]
+ */
+static TFA_ALWAYS_INLINE int
+tfa_ptr_fast_access(tfa_ptr_held_t h)
+{
+	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)
+	    && tfa_likely(__atomic_load_n(&h.shard->owner, __ATOMIC_RELAXED) == h.rec))
+		return TFA_PTR_OWN;
+	return tfa_ptr_access(h);
+}
+
+/*
  * Keys: 0 an empty slot; an odd key a tombstone, the freed pointer + 1 (no
  * pointer the shim records is odd; what was freed there helps tell a double
  * free); TFA_PTR_BUSY a slot being filled.
@@ -601,6 +615,24 @@ tfa_ptr_held_remove(tfa_ptr_held_t h, uintptr_t ptr, tfa_record_t *out)
 /* ---- the process tracker's fast path (core/shim.c) ------------------------------------------ */
 
 /*
+ * The fast hold's one test: a thread's table_depth below this announces
+ * with a plain store.  TFA_ANNOUNCE_DEPTH when announcements are plain
+ * stores (tfa_ptr_asym_announce), else 0: every fast hold then takes
+ * tfa_ptr_fast_hold_slow.  A forking thread's table_depth is raised by
+ * TFA_PTR_DEPTH_FORKING meanwhile (tfa_ptr_table_forking), so that it
+ * fails the test too: three tests (holds_all_locks, the depth, the kind of
+ * announcement) in one compare.
+ */
+extern uint32_t tfa_ptr_fast_depth_limit;
+#define TFA_PTR_DEPTH_FORKING 0x10000u
+
+/* The forking thread holds every lock (true) or no longer (false). */
+void tfa_ptr_table_forking(bool forking);
+
+/* What tfa_ptr_fast_hold does not serve: h announced by r, depth unset. */
+void tfa_ptr_fast_hold_slow(tfa_ptr_table_t *t, tfa_ptr_held_t *h);
+
+/*
  * tfa_ptr_table_hold for the fast path of a registered thread while the
  * process has threads: the caller knows the thread's own record r (never the
  * orphan) and that __libc_single_threaded is false, so only the announcement
@@ -610,20 +642,20 @@ static TFA_ALWAYS_INLINE tfa_ptr_held_t
 tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
 {
 	/* The slow paths work on a copy: h itself stays in registers. */
-	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .mode = TFA_PTR_EXCLUSIVE }, slow;
+	tfa_ptr_held_t h = { .shard = tfa_ptr_shard_of(t, ptr), .rec = r, .mode = TFA_PTR_ANNOUNCED }, slow;
 	uint32_t d = tfa_tls.table_depth;
 
-	if (tfa_unlikely(tfa_tls.holds_all_locks))
-		return h;
-	if (tfa_unlikely(d >= TFA_ANNOUNCE_DEPTH)) {
+	if (tfa_unlikely(d >= __atomic_load_n(&tfa_ptr_fast_depth_limit, __ATOMIC_RELAXED))) {
 		slow = h;
-		tfa_ptr_hold_locked(t, &slow);
+		tfa_ptr_fast_hold_slow(t, &slow);
 		return slow;
 	}
-	h.mode = TFA_PTR_ANNOUNCED;
-	h.rec = r;
 	h.depth = (uint8_t)d;
-	if (tfa_unlikely(tfa_ptr_announce(r, d, h.shard))) {
+	tfa_tls.table_depth = d + 1;
+	/* The closer of a gate issues the barrier between this store and the load below. */
+	__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0)) {
 		slow = h;
 		tfa_ptr_hold_gated(&slow);
 		return slow;

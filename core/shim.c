@@ -706,7 +706,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 	int access = TFA_PTR_OWN;
 	if (!single) {
 		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
-		access = tfa_ptr_access(held);
+		access = tfa_ptr_fast_access(held);
 	}
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
@@ -809,7 +809,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 		goto not_served;
 	uint32_t stack_id = held.shard->slots[i].stack_id;
 	tfa_ptr_note_freed(ptr);
-	int access = single ? TFA_PTR_OWN : tfa_ptr_access(held);
+	int access = single ? TFA_PTR_OWN : tfa_ptr_fast_access(held);
 	if (access == TFA_PTR_OWN) {
 		if (tfa_unlikely(!tfa_ptr_owned_remove(held.shard, (uint64_t)i, ptr)))
 			goto not_served;
@@ -3167,11 +3167,13 @@ tfa_shim_prefork(void)
 	tfa_arena_prefork();
 	/* Anything this thread allocates until fork returns must not wait for these locks. */
 	tfa_tls.holds_all_locks = 1;
+	tfa_ptr_table_forking(true);
 }
 
 void
 tfa_shim_postfork_parent(void)
 {
+	tfa_ptr_table_forking(false);
 	tfa_tls.holds_all_locks = 0;
 	tfa_arena_postfork_parent();
 	tfa_thread_postfork_parent();
@@ -3190,6 +3192,7 @@ tfa_shim_postfork_parent(void)
 void
 tfa_shim_postfork_child(void)
 {
+	tfa_ptr_table_forking(false);
 	tfa_tls.holds_all_locks = 0;
 	tfa_arena_postfork_child();
 	tfa_thread_postfork_child();

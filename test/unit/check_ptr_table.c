@@ -1061,6 +1061,78 @@ START_TEST(test_ptr_table_owner_and_freeing_thread)
 }
 END_TEST
 
+/*
+ * The fast path's hold (tfa_ptr_fast_hold) and access (tfa_ptr_fast_access),
+ * from a second thread: announced at depths 0 and 1, by the rebuild lock
+ * deeper, exclusive while the thread forks (table_depth raised by
+ * tfa_ptr_table_forking), each released back to where it started.  The
+ * "basics" case runs it with announcements by exchange (the fast hold's
+ * limit 0, every hold through tfa_ptr_fast_hold_slow), "asymmetric" with
+ * plain stores.
+ */
+static uintptr_t hold_main_ptr;
+
+static void *
+fast_hold_worker(void *arg)
+{
+	(void)arg;
+	tfa_thread_rec_t *r = tfa_thread_rec();
+	uintptr_t mine = fake_ptr(1), other = fake_ptr(2), third = fake_ptr(3);
+
+	insert_ok(mine, 16, 1); /* maps its shard: this thread owns it */
+	ck_assert_uint_eq(tfa_tls.table_depth, 0);
+	tfa_ptr_held_t h0 = tfa_ptr_fast_hold(&table, mine, r);
+	ck_assert_int_eq(h0.mode, TFA_PTR_ANNOUNCED);
+	ck_assert_ptr_eq(h0.rec, r);
+	ck_assert_uint_eq(h0.depth, 0);
+	ck_assert_ptr_eq(r->announce[0], h0.shard);
+	ck_assert_int_eq(tfa_ptr_fast_access(h0), TFA_PTR_OWN);
+	tfa_ptr_held_t h1 = tfa_ptr_fast_hold(&table, hold_main_ptr, r);
+	ck_assert_int_eq(h1.mode, TFA_PTR_ANNOUNCED);
+	ck_assert_uint_eq(h1.depth, 1);
+	ck_assert_ptr_eq(r->announce[1], h1.shard);
+	ck_assert_int_eq(tfa_ptr_fast_access(h1), TFA_PTR_FOREIGN);
+	tfa_ptr_held_t h2 = tfa_ptr_fast_hold(&table, third, r);
+	ck_assert_int_eq(h2.mode, TFA_PTR_LOCKED);
+	ck_assert_uint_eq(tfa_tls.table_depth, TFA_ANNOUNCE_DEPTH);
+	tfa_ptr_table_release(h2);
+	tfa_ptr_table_release(h1);
+	ck_assert_ptr_null(r->announce[1]);
+	tfa_ptr_table_release(h0);
+	ck_assert_ptr_null(r->announce[0]);
+	ck_assert_uint_eq(tfa_tls.table_depth, 0);
+
+	/* As the shim's prefork leaves the forking thread. */
+	tfa_tls.holds_all_locks = 1;
+	tfa_ptr_table_forking(true);
+	tfa_ptr_held_t hf = tfa_ptr_fast_hold(&table, other, r);
+	ck_assert_int_eq(hf.mode, TFA_PTR_EXCLUSIVE);
+	ck_assert_ptr_null(r->announce[0]);
+	ck_assert_int_eq(tfa_ptr_fast_access(hf), TFA_PTR_OWN);
+	tfa_ptr_table_release(hf);
+	tfa_ptr_table_forking(false);
+	tfa_tls.holds_all_locks = 0;
+	ck_assert_uint_eq(tfa_tls.table_depth, 0);
+	tfa_ptr_held_t ha = tfa_ptr_fast_hold(&table, other, r);
+	ck_assert_int_eq(ha.mode, TFA_PTR_ANNOUNCED);
+	tfa_ptr_table_release(ha);
+	ck_assert(tfa_ptr_table_remove(&table, mine, NULL));
+	return NULL;
+}
+
+START_TEST(test_ptr_table_fast_hold)
+{
+	pthread_t a;
+
+	(void)tfa_thread_rec();
+	hold_main_ptr = fake_ptr(0);
+	insert_ok(hold_main_ptr, 8, 1); /* this thread owns that shard */
+	ck_assert_int_eq(pthread_create(&a, NULL, fast_hold_worker, NULL), 0);
+	ck_assert_int_eq(pthread_join(a, NULL), 0);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+}
+END_TEST
+
 static pthread_barrier_t own_hold;
 
 /* Owns its shards and stays alive (a thread's record is reused once it exits). */
@@ -1375,6 +1447,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_foreach_visits_each_once);
 	tcase_add_test(tc, test_ptr_table_destroy_and_reuse);
 	tcase_add_test(tc, test_ptr_table_arena_exhausted);
+	tcase_add_test(tc, test_ptr_table_fast_hold);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("records");
@@ -1410,6 +1483,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_owner_and_freeing_thread);
 	tcase_add_test(tc, test_ptr_table_other_insert_shares_shard);
 	tcase_add_test(tc, test_ptr_table_threads_shrink);
+	tcase_add_test(tc, test_ptr_table_fast_hold);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fork");
