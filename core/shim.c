@@ -104,7 +104,23 @@ static void capture_final_context(void);
 static tfa_timeline_t timeline;
 static tfa_lock_t timeline_lock = TFA_LOCK_INIT;
 static uint64_t next_flush_ns; /* CLOCK_MONOTONIC; 0: no periodic snapshots */
-static TFA_TLS uint32_t tick_left;
+
+/*
+ * Counts an allocation; true every TICK_EVERY: the borrow of one
+ * subtraction in place (gcc made the decrement a load, a subtraction, a
+ * store and a test of the old value).  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tick_due(void)
+{
+#if defined(__x86_64__)
+	bool borrow;
+	__asm__ volatile("subl $1, %1" : "=@ccc"(borrow), "+m"(tfa_tls.tick_left));
+	return borrow;
+#else
+	return tfa_tls.tick_left-- == 0;
+#endif
+}
 
 static void timeline_sample(uint64_t now, bool force);
 static TFA_COLD TFA_NOINLINE void shim_tick(void);
@@ -277,7 +293,12 @@ static void install_signal_handlers(void);
 static TFA_ALWAYS_INLINE void
 shim_enter(void)
 {
+#if defined(__x86_64__)
+	/* One instruction in place (gcc made it three, the counter through a register). */
+	__asm__ volatile("addl $1, %0" : "+m"(tfa_tls.in_shim));
+#else
 	tfa_tls.in_shim++;
+#endif
 	/*
 	 * Compiler barriers (no instruction): the call's changes of the table
 	 * and the thread's counts stay between the mark and its end, where a
@@ -291,13 +312,27 @@ static TFA_ALWAYS_INLINE void
 shim_exit(void)
 {
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+#if defined(__x86_64__)
+	/*
+	 * The depth and the pending signal in one word, lowered in one
+	 * instruction (a handler cannot come between its read and its write):
+	 * nonzero after it when the call was nested or a signal waits, one test
+	 * for both.
+	 */
+	bool rest;
+	__asm__ volatile("subq $1, %1" : "=@ccnz"(rest), "+m"(tfa_tls.shim_word));
+	/* A handler that comes from here on runs at once: what came before is pending. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (tfa_unlikely(rest) && tfa_tls.in_shim == 0 && tfa_tls.pending_signal != 0)
+		handle_pending_signal();
+#else
 	uint32_t depth = tfa_tls.in_shim - 1;
 
 	tfa_tls.in_shim = depth;
-	/* A handler that comes from here on runs at once: what came before is pending. */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (depth == 0 && tfa_unlikely(tfa_tls.pending_signal != 0))
 		handle_pending_signal();
+#endif
 }
 
 /*
@@ -1288,7 +1323,7 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		else
 			p = tracked_alloc(nbytes, alignment, kind, zero, attrs.stack_id);
 		shim_exit();
-		if (tfa_unlikely(tick_left-- == 0))
+		if (tfa_unlikely(tick_due()))
 			shim_tick();
 		return p;
 	}
@@ -1300,7 +1335,7 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		p = tfa_tracking_allocate_fast(&cpu_tracker, alignment, nbytes, &attrs);
 	}
 	shim_exit();
-	if (tfa_unlikely(tick_left-- == 0))
+	if (tfa_unlikely(tick_due()))
 		shim_tick();
 	return p;
 }
@@ -1326,7 +1361,7 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		else
 			p = fast_alloc(trec, nbytes, kind, zero, false);
 		/* The clock is looked at every TICK_EVERY allocations (series, snapshots). */
-		if (tfa_unlikely(tick_left-- == 0))
+		if (tfa_unlikely(tick_due()))
 			shim_tick();
 		return p;
 	}
@@ -3263,7 +3298,7 @@ shim_tick(void)
 {
 	int saved_errno = errno; /* a malloc that succeeds leaves errno as it was */
 
-	tick_left = TICK_EVERY - 1;
+	tfa_tls.tick_left = TICK_EVERY - 1;
 	if (tfa_shim_state() != TFA_SHIM_READY || tfa_guard_active() || tfa_tls.in_shim != 0
 	    || tfa_tls.holds_all_locks)
 		return;

@@ -18,6 +18,7 @@
 #define TFA_CORE_THREAD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -98,8 +99,14 @@ typedef struct tfa_tls_s {
 	uint32_t state;            /* enum tfa_tls_state_e */
 	uint32_t tag;              /* current resource tag, 0 = none */
 	uint32_t holds_all_locks;  /* this thread is forking and holds every lock */
-	uint32_t in_shim;          /* depth of shim calls on this thread */
-	int pending_signal;        /* a fatal signal that arrived inside a shim call */
+	union {
+		struct {
+			uint32_t in_shim;   /* depth of shim calls on this thread */
+			int pending_signal; /* a fatal signal that arrived inside a shim call */
+		};
+		/* Both: nonzero after a call's end unless it was the outermost with nothing pending. */
+		uint64_t shim_word;
+	};
 	uint64_t deferred;         /* signals (bit sig - 1) blocked until the shim call ends */
 	uint32_t table_depth;      /* pointer-table sections announced */
 	uint32_t recent_pos;
@@ -108,8 +115,15 @@ typedef struct tfa_tls_s {
 	int *errno_loc;            /* __errno_location() of the thread, set with fast_rec */
 	int64_t sample_left;       /* bytes until the next sampled allocation (TFALLOC_SAMPLE_BYTES) */
 	uint64_t sample_rng;       /* xorshift state of the sampling intervals; 0: not seeded */
+	uint32_t tick_left;        /* allocations until the shim next looks at the clock (core/shim.c) */
 	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */
 } tfa_tls_t;
+
+/* core/shim.c's shim_exit lowers the depth through the word: the depth is its low half. */
+_Static_assert(offsetof(tfa_tls_t, in_shim) == offsetof(tfa_tls_t, shim_word)
+		       && offsetof(tfa_tls_t, pending_signal) == offsetof(tfa_tls_t, in_shim) + 4
+		       && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "in_shim is the low half of shim_word, pending_signal the high one");
 
 extern TFA_TLS tfa_tls_t tfa_tls;
 extern tfa_thread_rec_t tfa_orphan_rec;
