@@ -775,12 +775,27 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 static TFA_ALWAYS_INLINE bool
 fast_unsampled(size_t nbytes)
 {
+#if defined(__x86_64__)
+	/*
+	 * One subtraction in place (gcc made it a load, a subtraction, a test
+	 * and a store), given back when it reaches the sample: stack_for counts
+	 * the allocation again.  nbytes is small here: no overflow.
+	 */
+	bool reached;
+	__asm__ volatile("subq %2, %1" : "=@ccle"(reached), "+m"(tfa_tls.sample_left) : "r"((int64_t)nbytes));
+	if (tfa_unlikely(reached)) {
+		tfa_tls.sample_left += (int64_t)nbytes;
+		return false;
+	}
+	return true;
+#else
 	int64_t left = tfa_tls.sample_left - (int64_t)nbytes;
 
 	if (tfa_unlikely(left <= 0))
 		return false;
 	tfa_tls.sample_left = left;
 	return true;
+#endif
 }
 
 /* sampled: fast_unsampled said no, the stack is stack_for's to decide.  [hot path] */
