@@ -524,17 +524,20 @@ def machine_header(root):
 
 
 def cpu_snapshot():
-    """(busy CPU seconds of the whole machine, CPU seconds of this process and its children)."""
+    """(busy CPU seconds of the whole machine, CPU seconds of this process and its children,
+    CPU seconds the hypervisor gave to other guests: steal)."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
         # user nice system idle iowait irq softirq steal ...
-        busy = (sum(fields[:3]) + sum(fields[5:8])) / os.sysconf("SC_CLK_TCK")
+        tck = os.sysconf("SC_CLK_TCK")
+        busy = (sum(fields[:3]) + sum(fields[5:8])) / tck
+        steal = fields[7] / tck if len(fields) > 7 else None
     except (OSError, ValueError):
-        busy = None
+        busy = steal = None
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return busy, me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return busy, me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, steal
 
 
 def other_cpu(start, end):
@@ -542,6 +545,13 @@ def other_cpu(start, end):
     if start[0] is None or end[0] is None:
         return None
     return max(0.0, (end[0] - start[0]) - (end[1] - start[1]))
+
+
+def stolen_cpu(start, end):
+    """CPU seconds a virtual machine's hypervisor ran other guests instead (part of other_cpu)."""
+    if start[2] is None or end[2] is None:
+        return None
+    return max(0.0, end[2] - start[2])
 
 
 def fmt_time(s):
@@ -702,7 +712,9 @@ def main():
                       f"{elapsed:.0f} s   ", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
 
-    header["other_cpu_s"] = other_cpu(cpu_start, cpu_snapshot())
+    cpu_end = cpu_snapshot()
+    header["other_cpu_s"] = other_cpu(cpu_start, cpu_end)
+    header["stolen_cpu_s"] = stolen_cpu(cpu_start, cpu_end)
     report = time_report(runner, root, trees_profile, report_mode) if os.path.isdir(trees_profile) else None
     elapsed = time.monotonic() - started
     results = summarize(cells, workloads, mode_names, header, report, elapsed, args, profile)
@@ -931,9 +943,12 @@ def render(res):
     out.append(f"machine: {h['nproc']} CPUs, {h['cpu']}, Linux {h['kernel']}; "
                f"commit {h['commit']}")
     if h.get("other_cpu_s") is not None:
+        stolen = h.get("stolen_cpu_s")
         out.append(f"CPU time used by other processes during the runs: {h['other_cpu_s']:.1f} s "
-                   f"({100 * h['other_cpu_s'] / res['elapsed_s']:.0f}% of one CPU; "
-                   "more than a few % skews the timings)")
+                   f"({100 * h['other_cpu_s'] / res['elapsed_s']:.0f}% of one CPU"
+                   + (f", of which {stolen:.1f} s stolen by the hypervisor for other guests"
+                      if stolen is not None else "")
+                   + "; more than a few % skews the timings)")
     v = h["versions"]
     out.append("peers: " + ", ".join(f"{k} {v[k]}" for k in ("heaptrack", "valgrind",
                                                              "libjemalloc2", "liblsan0")
