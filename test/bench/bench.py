@@ -531,7 +531,8 @@ def cpu_snapshot():
             fields = [int(x) for x in f.readline().split()[1:]]
         # user nice system idle iowait irq softirq steal ...
         tck = os.sysconf("SC_CLK_TCK")
-        busy = (sum(fields[:3]) + sum(fields[5:8])) / tck
+        # Steal apart: this machine's own processes are charged part of it as CPU time.
+        busy = (sum(fields[:3]) + sum(fields[5:7])) / tck
         steal = fields[7] / tck if len(fields) > 7 else None
     except (OSError, ValueError):
         busy = steal = None
@@ -548,7 +549,7 @@ def other_cpu(start, end):
 
 
 def stolen_cpu(start, end):
-    """CPU seconds a virtual machine's hypervisor ran other guests instead (part of other_cpu)."""
+    """CPU seconds a virtual machine's hypervisor ran other guests instead of this one."""
     if start[2] is None or end[2] is None:
         return None
     return max(0.0, end[2] - start[2])
@@ -946,8 +947,8 @@ def render(res):
         stolen = h.get("stolen_cpu_s")
         out.append(f"CPU time used by other processes during the runs: {h['other_cpu_s']:.1f} s "
                    f"({100 * h['other_cpu_s'] / res['elapsed_s']:.0f}% of one CPU"
-                   + (f", of which {stolen:.1f} s stolen by the hypervisor for other guests"
-                      if stolen is not None else "")
+                   + (f"; and {stolen:.1f} s the hypervisor gave other guests" if stolen is not None
+                      else "")
                    + "; more than a few % skews the timings)")
     v = h["versions"]
     out.append("peers: " + ", ".join(f"{k} {v[k]}" for k in ("heaptrack", "valgrind",
