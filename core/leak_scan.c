@@ -62,12 +62,11 @@ tfa_leak_sort(tfa_leak_block_t *b, size_t n)
 	}
 }
 
-long
-tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *start)
-{
-	size_t lo = 0, hi = n;
 
-	/* The last block whose start is <= addr. */
+/* The last block of b[lo, hi) whose start is <= addr, given that b[lo - 1]'s is: -1 for none. */
+static TFA_ALWAYS_INLINE long
+find_in(const tfa_leak_block_t *b, size_t lo, size_t hi, uintptr_t addr, bool *start)
+{
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (b[mid].addr <= addr)
@@ -85,12 +84,73 @@ tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *start)
 	return (long)(lo - 1);
 }
 
+void
+tfa_leak_index_build(tfa_leak_index_t *x, const tfa_leak_block_t *b, size_t n, uintptr_t min,
+		     uintptr_t max)
+{
+	*x = (tfa_leak_index_t){ .b = b, .n = n, .min = min };
+	if (n == 0 || max <= min || n > UINT32_MAX / 4)
+		return;
+	/* About two buckets a block: 2^shift bytes each, the span's size over 2n rounded up. */
+	uintptr_t span = max - min;
+	unsigned shift = 0;
+	while ((span >> shift) > 2 * (uintptr_t)n)
+		shift++;
+	size_t nb = (size_t)((span - 1) >> shift) + 1;
+	size_t bytes = (nb + 1) * sizeof(uint32_t);
+	uint32_t *first = tfa_arena_map(bytes);
+	if (first == NULL)
+		return;
+	size_t i = 0;
+	for (size_t j = 0; j <= nb; j++) {
+		uintptr_t at = j == nb ? max : min + ((uintptr_t)j << shift);
+		while (i < n && b[i].addr < at)
+			i++;
+		first[j] = (uint32_t)i;
+	}
+	x->shift = shift;
+	x->nbuckets = nb;
+	x->first = first;
+	x->bytes = bytes;
+}
+
+void
+tfa_leak_index_free(tfa_leak_index_t *x)
+{
+	if (x->first != NULL)
+		tfa_arena_unmap(x->first, x->bytes);
+	x->first = NULL;
+}
+
+static TFA_ALWAYS_INLINE long
+index_find(const tfa_leak_index_t *x, uintptr_t addr, bool *start)
+{
+	if (x->first == NULL)
+		return find_in(x->b, 0, x->n, addr, start);
+	size_t j = (size_t)((addr - x->min) >> x->shift);
+	/* Blocks before first[j] start before the bucket, those from first[j + 1] after addr. */
+	return find_in(x->b, x->first[j], x->first[j + 1], addr, start);
+}
+
+long
+tfa_leak_index_find(const tfa_leak_index_t *x, uintptr_t addr, bool *start)
+{
+	return index_find(x, addr, start);
+}
+
+long
+tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *start)
+{
+	return find_in(b, 0, n, addr, start);
+}
+
 /* Memory of any type read as words. */
 typedef uintptr_t __attribute__((may_alias)) tfa_word_t;
 
 struct scan {
 	tfa_leak_block_t *b;
 	size_t n;
+	tfa_leak_index_t index;
 	uintptr_t min, max; /* every block lies in [min, max) */
 	uint32_t *work;
 	size_t top;
@@ -104,7 +164,7 @@ static TFA_ALWAYS_INLINE void
 mark(struct scan *s, uintptr_t v, bool prior_definite)
 {
 	bool start;
-	long i = tfa_leak_find(s->b, s->n, v, &start);
+	long i = index_find(&s->index, v, &start);
 
 	if (i < 0)
 		return;
@@ -125,7 +185,7 @@ static TFA_ALWAYS_INLINE void
 claim(struct scan *s, uintptr_t v, size_t leader)
 {
 	bool start;
-	long i = tfa_leak_find(s->b, s->n, v, &start);
+	long i = index_find(&s->index, v, &start);
 
 	if (i < 0 || (size_t)i == leader || s->b[i].cls != TFA_LEAK_CLASS_UNREACHED)
 		return;
@@ -253,6 +313,7 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 	}
 	if (n == 0)
 		return 0;
+	tfa_leak_index_build(&s.index, b, n, s.min, s.max);
 
 	/*
 	 * Marking: a block enters the worklist when its state rises (at most
@@ -284,6 +345,7 @@ tfa_leak_classify(tfa_leak_block_t *b, size_t n, const tfa_leak_range_t *roots, 
 	for (size_t i = 0; i < n; i++)
 		if (b[i].cls == TFA_LEAK_CLASS_UNREACHED)
 			b[i].cls = TFA_LEAK_CLASS_DEFINITE;
+	tfa_leak_index_free(&s.index);
 	return s.scanned;
 }
 

@@ -77,6 +77,36 @@ void tfa_leak_sort(tfa_leak_block_t *b, size_t n);
 long tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *start);
 
 /*
+ * An index of n blocks sorted by address, for tfa_leak_index_find: the span
+ * [min, max) of the blocks cut into about 2n buckets of 2^shift bytes, and
+ * for each bucket the first block that starts in it or after it.  A lookup
+ * then searches the few blocks of one bucket, where tfa_leak_find searches
+ * all n (18 dependent loads for 200,000 blocks, most of them cache misses:
+ * on g++ the scan's lookups were 5.5% of the whole run).
+ */
+typedef struct tfa_leak_index_s {
+	const tfa_leak_block_t *b;
+	size_t n;
+	uintptr_t min;
+	unsigned shift;
+	size_t nbuckets;
+	uint32_t *first; /* nbuckets + 1 entries (arena memory); NULL: no index, search all */
+	size_t bytes;    /* mapped for first */
+} tfa_leak_index_t;
+
+/*
+ * Builds the index of b[0, n) (sorted, every block in [min, max)).  Without
+ * memory for it (or with more blocks than 32 bits count), first stays NULL
+ * and lookups search all the blocks.
+ */
+void tfa_leak_index_build(tfa_leak_index_t *x, const tfa_leak_block_t *b, size_t n, uintptr_t min,
+			  uintptr_t max);
+void tfa_leak_index_free(tfa_leak_index_t *x);
+
+/* tfa_leak_find through the index, for addr in [min, max). */
+long tfa_leak_index_find(const tfa_leak_index_t *x, uintptr_t addr, bool *start);
+
+/*
  * Classifies n blocks sorted by address (cls of each set) from the roots.
  * work: room for 2 * n uint32_t.  The roots and every block without
  * TFA_LEAK_NOSCAN must be readable memory.  Counts per class may be NULL.

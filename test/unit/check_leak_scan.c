@@ -102,6 +102,84 @@ cls(uint32_t user)
 	return -1;
 }
 
+/*
+ * The index (tfa_leak_index_find) answers as the plain search
+ * (tfa_leak_find) for every address of several layouts: dense, with
+ * blocks of 0 bytes, two clusters far apart (most buckets empty), one
+ * block, blocks larger than a bucket.
+ */
+static uint64_t idx_rng = UINT64_C(0x9e3779b97f4a7c15);
+
+static uint64_t
+idx_next(void)
+{
+	idx_rng ^= idx_rng << 13;
+	idx_rng ^= idx_rng >> 7;
+	idx_rng ^= idx_rng << 17;
+	return idx_rng;
+}
+
+static void
+check_index_layout(tfa_leak_block_t *b, size_t n)
+{
+	uintptr_t min = UINTPTR_MAX, max = 0;
+	tfa_leak_index_t x;
+
+	tfa_leak_sort(b, n);
+	for (size_t i = 0; i < n; i++) {
+		min = TFA_MIN(min, b[i].addr);
+		max = TFA_MAX(max, b[i].addr + (b[i].size != 0 ? b[i].size : 1));
+	}
+	tfa_leak_index_build(&x, b, n, min, max);
+	ck_assert_ptr_nonnull(x.first);
+	ck_assert_uint_le(x.nbuckets, 2 * n + 1);
+	/* Every block's first and last byte, the bytes around them, and random addresses. */
+	for (size_t k = 0; k < 8 * n + 1000; k++) {
+		uintptr_t a;
+		if (k < 4 * n) {
+			const tfa_leak_block_t *blk = &b[k / 4];
+			uintptr_t offs[4] = { 0, blk->size != 0 ? blk->size - 1 : 0, blk->size, (uintptr_t)-1 };
+			a = blk->addr + offs[k % 4];
+		} else {
+			a = min + idx_next() % (max - min);
+		}
+		if (a < min || a >= max)
+			continue;
+		bool s1 = false, s2 = false;
+		long i1 = tfa_leak_find(b, n, a, &s1), i2 = tfa_leak_index_find(&x, a, &s2);
+		ck_assert_msg(i1 == i2, "address %#lx: %ld by the search, %ld by the index", (unsigned long)a, i1,
+			      i2);
+		if (i1 >= 0)
+			ck_assert(s1 == s2);
+	}
+	tfa_leak_index_free(&x);
+}
+
+START_TEST(test_index_matches_search)
+{
+	static tfa_leak_block_t b[5000];
+	size_t n;
+
+	/* Dense 16-byte blocks with gaps and blocks of 0 bytes. */
+	n = 0;
+	for (uintptr_t a = 0x10000; n < 3000; a += 16 * (1 + idx_next() % 3))
+		b[n++] = (tfa_leak_block_t){ .addr = a, .size = idx_next() % 5 == 0 ? 0 : 16 };
+	check_index_layout(b, n);
+	/* Two clusters 64 GiB apart, sizes up to 64 KiB. */
+	n = 0;
+	for (uintptr_t a = 0x7f0000000000; n < 2000; a += 65536 + 16)
+		b[n++] = (tfa_leak_block_t){ .addr = a, .size = 16 + idx_next() % 65520 };
+	for (uintptr_t a = 0x7f1000000000; n < 4000; a += 48)
+		b[n++] = (tfa_leak_block_t){ .addr = a, .size = 8 + idx_next() % 40 };
+	check_index_layout(b, n);
+	/* One block, and one of 0 bytes. */
+	b[0] = (tfa_leak_block_t){ .addr = 0x5000, .size = 4096 };
+	check_index_layout(b, 1);
+	b[0] = (tfa_leak_block_t){ .addr = 0x5000, .size = 0 };
+	check_index_layout(b, 1);
+}
+END_TEST
+
 START_TEST(test_sort_and_find)
 {
 	/* Out of order, some of 0 bytes. */
@@ -722,6 +800,7 @@ leak_scan_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_sort_and_find);
+	tcase_add_test(tc, test_index_matches_search);
 	tcase_add_test(tc, test_sort_many);
 	add_classification_cases(tc);
 	suite_add_tcase(s, tc);
