@@ -1861,10 +1861,9 @@ tfa_shim_init(void)
 
 /* Leaks grouped by (stack id, device); groups past the table's size land in `overflow`. */
 #define LEAK_GROUPS_LG 12
-_Static_assert(LEAK_GROUPS_LG <= 16, "a group's index fits in leak_walk.order's uint16_t");
+_Static_assert(LEAK_GROUPS_LG < 16, "a group's number fits in leak_walk.index's uint16_t");
 
 struct leak_group {
-	uint32_t used;
 	uint32_t stack_id;
 	uint32_t tag;
 	uint8_t device;
@@ -1878,13 +1877,20 @@ struct leak_group {
 };
 
 struct leak_walk {
+	/*
+	 * The groups in the order they were made, cap - 1 at most: the
+	 * profile's records are written from them, and only the pages they
+	 * fill are touched.
+	 */
 	struct leak_group *groups;
 	/*
-	 * The groups' indexes in the order they were made: the profile's
-	 * records are written from it, so that the table's pages the hash left
-	 * untouched are never read (64 page faults at every exit).
+	 * A group's number + 1 (0: empty) by the hash of its key, 2 * cap
+	 * slots: at most half full, so that a probe ends within a few slots.
+	 * (The groups were the hash table themselves, kept until one slot was
+	 * left: with thousands of leaked stacks, as g++'s at exit, each new
+	 * group then probed through most of the 4,096.)
 	 */
-	uint16_t *order;
+	uint16_t *index;
 	struct leak_group overflow; /* written with stack id 0: no stack */
 	size_t ngroups;
 	size_t cap;
@@ -1909,24 +1915,22 @@ leak_add(struct leak_walk *w, uint32_t stack_id, uint32_t tag, uint8_t device, u
 {
 	uint64_t h = ((((uint64_t)stack_id * 31 + device) * 8 + kind) * 65599 + tag)
 		     * UINT64_C(0x9E3779B97F4A7C15);
-	size_t mask = w->cap - 1;
-	size_t i = (size_t)(h >> 40) & mask;
+	size_t mask = 2 * w->cap - 1;
 	struct leak_group *g = NULL;
-	for (size_t probes = 0; probes < w->cap; probes++, i = (i + 1) & mask) {
-		struct leak_group *c = &w->groups[i];
-		if (!c->used) {
-			/* Keep one row free so that the walk always ends. */
+	for (size_t i = (size_t)(h >> 40) & mask;; i = (i + 1) & mask) {
+		uint16_t e = w->index[i];
+		if (e == 0) {
 			if (w->ngroups + 1 >= w->cap)
 				break;
-			c->used = 1;
-			c->stack_id = stack_id;
-			c->tag = tag;
-			c->device = device;
-			c->kind = kind;
-			w->order[w->ngroups++] = (uint16_t)i;
-			g = c;
+			g = &w->groups[w->ngroups++];
+			g->stack_id = stack_id;
+			g->tag = tag;
+			g->device = device;
+			g->kind = kind;
+			w->index[i] = (uint16_t)w->ngroups;
 			break;
 		}
+		struct leak_group *c = &w->groups[e - 1];
 		if (c->stack_id == stack_id && c->tag == tag && c->device == device && c->kind == kind) {
 			g = c;
 			break;
@@ -2252,7 +2256,8 @@ classify_leaks(struct leak_walk *w)
 	goto out;
 out_undo:
 	/* Blocks of other devices were grouped already: start again from nothing. */
-	memset(w->groups, 0, sizeof(*w->groups) * w->cap);
+	memset(w->groups, 0, sizeof(*w->groups) * w->ngroups);
+	memset(w->index, 0, sizeof(*w->index) * 2 * w->cap);
 	memset(&w->overflow, 0, sizeof(w->overflow));
 	w->ngroups = 0;
 	w->bytes = w->blocks = 0;
@@ -2535,7 +2540,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 
 	size_t ngroups = leaks->groups != NULL ? leaks->ngroups : 0;
 	for (size_t i = 0; i <= ngroups; i++) {
-		const struct leak_group *g = i == ngroups ? &leaks->overflow : &leaks->groups[leaks->order[i]];
+		const struct leak_group *g = i == ngroups ? &leaks->overflow : &leaks->groups[i];
 		if (g->blocks == 0)
 			continue;
 		uint64_t f[TFA_LEAKF_FIELD_COUNT] = {
@@ -2597,7 +2602,7 @@ print_device_summaries(const struct leak_walk *leaks)
 			continue;
 		tfa_tracking_allocator_get_stats(ta, &d);
 		for (size_t k = 0; leaks->groups != NULL && k < leaks->ngroups; k++) {
-			const struct leak_group *g = &leaks->groups[leaks->order[k]];
+			const struct leak_group *g = &leaks->groups[k];
 			if (g->blocks != 0 && g->device == c) {
 				bytes += g->bytes;
 				blocks += g->blocks;
@@ -2749,7 +2754,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 {
 	tfa_allocator_stats_t st;
 	struct leak_walk leaks = { .cap = (size_t)1 << LEAK_GROUPS_LG };
-	size_t groups_bytes = (sizeof(struct leak_group) + sizeof(uint16_t)) << LEAK_GROUPS_LG;
+	size_t groups_bytes = (sizeof(struct leak_group) + 2 * sizeof(uint16_t)) << LEAK_GROUPS_LG;
 	int err = 0;
 
 	tfa_tls.in_shim++;
@@ -2766,7 +2771,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leaks.groups = tfa_arena_map(groups_bytes);
 	if (leaks.groups != NULL)
-		leaks.order = (uint16_t *)(leaks.groups + leaks.cap);
+		leaks.index = (uint16_t *)(leaks.groups + leaks.cap);
 	/*
 	 * Leak classes at the end only: a snapshot is taken while the program
 	 * runs, and a signal handler is no place to read /proc and walk the

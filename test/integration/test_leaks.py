@@ -51,6 +51,10 @@ Cases:
   disabled  TFALLOC_LEAK_CLASSES=0: every block unclassified, same totals
   signal    a process killed by SIGTERM: its profile keeps the blocks
             unclassified (no scan inside a signal handler)
+  groups    tp_leaks many-sites: two blocks lost from each of 8192 call
+            stacks; the profile keeps 4095 groups of two blocks each, by
+            stack, and the rest in one group without a stack: every block
+            counted once
 """
 import json
 import os
@@ -393,7 +397,28 @@ def case_signal(ctx):
             "unclassified blocks %r" % kinds)
 
 
+def case_groups(ctx):
+    path = ctx.prog("tp_leaks")
+    r, rep = ctx.run_and_report([path, "many-sites"], what="tp_leaks many-sites")
+    T.check("SITES 8192" in r.out, "tp_leaks many-sites did not run:\n" + r.describe())
+    proc = T.only_process(rep, "tp_leaks")
+    base = T.leak_totals(ctx.baseline("tp_leaks"))
+    leaks = [l for l in proc.get("leaks", []) if l.get("device", "cpu") == "cpu"]
+    with_stack = [l for l in leaks if l["stack_id"] != 0]
+    no_stack = [l for l in leaks if l["stack_id"] == 0]
+    T.check_eq(len(with_stack), 4095, "groups with a stack (the table's 4096 rows, one kept free)")
+    T.check_eq(len(set(l["stack_id"] for l in with_stack)), 4095, "distinct stacks among the groups")
+    T.check_eq(len(no_stack), 1, "groups past the table's (one, without a stack)")
+    total = T.leak_totals(proc)
+    T.check_eq([total[0] - base[0], total[1] - base[1]], [16384 * 16, 16384],
+               "leaked bytes and blocks minus the baseline's")
+    # Both blocks of a stack in its group (the C runtime's few leaks have groups of their own).
+    pairs = sum(1 for l in with_stack if l["blocks"] == 2 and l["bytes"] == 32 and l["kind"] == "definite")
+    T.check(pairs >= 4095 - base[1], "groups of the two lost 16-byte blocks of one stack: %d" % pairs)
+    T.check_eq(no_stack[0]["kind"] in ("definite", "unclassified"), True, "the rest's kind")
+
+
 if __name__ == "__main__":
     T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
             "mmap": case_mmap, "dlopen": case_dlopen, "fork": case_fork, "exec": case_exec, "python3": case_python3,
-            "scan": case_scan, "disabled": case_disabled, "signal": case_signal})
+            "scan": case_scan, "disabled": case_disabled, "signal": case_signal, "groups": case_groups})

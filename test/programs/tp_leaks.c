@@ -12,9 +12,40 @@
  * in 2 + 1 + 1 + 20 = 24 blocks.  Peak 1048576 bytes; at most 44 blocks
  * live at once (2 + 1 + 1 + 40 when the small ones are made).  num_allocs 46,
  * num_frees 22.  With "exit-code N" it exits with status N after the same
- * work; with "baseline" it does nothing.
+ * work; with "baseline" it does nothing.  With "many-sites" it leaks only 16384
+ * blocks of 16 bytes, two from each of 8192 call stacks (a binary recursion of
+ * depth 13, each branch a call from another place), and prints "SITES 8192".
  */
 #include "tp_common.h"
+
+static void *volatile tp_leak_sink;
+static volatile int leaf_blocks = 2;
+
+static __attribute__((noinline, noclone)) void
+leak_leaf(unsigned path)
+{
+	/* A loop the compiler cannot unroll: one call site, so one stack for both. */
+	for (int i = 0; i < leaf_blocks; i++) {
+		unsigned *p = malloc(16);
+		TP_CHECK(p != NULL, "malloc(16)");
+		*p = path;
+		tp_leak_sink = p; /* overwritten by the next: every block is lost */
+	}
+}
+
+/* Two call sites a level: 2^depth stacks.  The empty asm keeps each call a call. */
+static __attribute__((noinline, noclone)) void
+leak_tree(unsigned depth, unsigned path)
+{
+	if (depth == 0) {
+		leak_leaf(path);
+		return;
+	}
+	leak_tree(depth - 1, path * 2);
+	__asm__ volatile("" ::: "memory");
+	leak_tree(depth - 1, path * 2 + 1);
+	__asm__ volatile("" ::: "memory");
+}
 
 int
 main(int argc, char **argv)
@@ -24,6 +55,12 @@ main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && strcmp(argv[1], "exit-code") == 0)
 		status = atoi(argv[2]);
+	if (argc > 1 && strcmp(argv[1], "many-sites") == 0) {
+		leak_tree(13, 0);
+		tp_leak_sink = NULL;
+		tp_out("SITES %d\n", 1 << 13);
+		return 0;
+	}
 
 	char *big = malloc(1048576);
 	TP_CHECK(big != NULL, "malloc(1 MiB)");
