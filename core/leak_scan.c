@@ -47,8 +47,8 @@ sift_down(tfa_leak_block_t *b, size_t root, size_t n)
 	}
 }
 
-void
-tfa_leak_sort(tfa_leak_block_t *b, size_t n)
+static void
+heap_sort(tfa_leak_block_t *b, size_t n)
 {
 	if (n < 2)
 		return;
@@ -60,6 +60,87 @@ tfa_leak_sort(tfa_leak_block_t *b, size_t n)
 		b[end] = t;
 		sift_down(b, 0, end);
 	}
+}
+
+static TFA_ALWAYS_INLINE void
+swap_blocks(tfa_leak_block_t *x, tfa_leak_block_t *y)
+{
+	tfa_leak_block_t t = *x;
+	*x = *y;
+	*y = t;
+}
+
+static void
+insertion_sort(tfa_leak_block_t *b, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		tfa_leak_block_t t = b[i];
+		size_t j = i;
+		for (; j > 0 && b[j - 1].addr > t.addr; j--)
+			b[j] = b[j - 1];
+		b[j] = t;
+	}
+}
+
+/*
+ * Quicksort (Hoare's partition around the median of three), the smaller part
+ * first by recursion and the larger by the loop, insertion sort below 17
+ * blocks, heap sort past depth levels.  Heap sort alone took 572
+ * instructions a block on 300,000 live blocks at exit (35% of a run that
+ * made them, callgrind), its sift through the whole array missing the cache
+ * at every level.
+ */
+void
+tfa_leak_sort_limited(tfa_leak_block_t *b, size_t n, unsigned depth)
+{
+	while (n > 16) {
+		if (depth == 0) {
+			heap_sort(b, n);
+			return;
+		}
+		depth--;
+		size_t mid = n / 2;
+		if (b[mid].addr < b[0].addr)
+			swap_blocks(&b[mid], &b[0]);
+		if (b[n - 1].addr < b[0].addr)
+			swap_blocks(&b[n - 1], &b[0]);
+		if (b[n - 1].addr < b[mid].addr)
+			swap_blocks(&b[n - 1], &b[mid]);
+		uintptr_t pivot = b[mid].addr;
+		/* Hoare's scheme: [0, j] <= pivot <= (j, n), and 0 <= j < n - 1. */
+		size_t i = (size_t)-1, j = n;
+		for (;;) {
+			do
+				i++;
+			while (b[i].addr < pivot);
+			do
+				j--;
+			while (b[j].addr > pivot);
+			if (i >= j)
+				break;
+			swap_blocks(&b[i], &b[j]);
+		}
+		size_t left = j + 1, right = n - left;
+		if (left < right) {
+			tfa_leak_sort_limited(b, left, depth);
+			b += left;
+			n = right;
+		} else {
+			tfa_leak_sort_limited(b + left, right, depth);
+			n = left;
+		}
+	}
+	insertion_sort(b, n);
+}
+
+void
+tfa_leak_sort(tfa_leak_block_t *b, size_t n)
+{
+	unsigned depth = 0;
+
+	for (size_t k = n; k > 1; k >>= 1)
+		depth += 2;
+	tfa_leak_sort_limited(b, n, depth);
 }
 
 
@@ -91,10 +172,14 @@ tfa_leak_index_build(tfa_leak_index_t *x, const tfa_leak_block_t *b, size_t n, u
 	*x = (tfa_leak_index_t){ .b = b, .n = n, .min = min };
 	if (n == 0 || max <= min || n > UINT32_MAX / 4)
 		return;
-	/* About two buckets a block: 2^shift bytes each, the span's size over 2n rounded up. */
+	/*
+	 * At most one bucket a block (4 bytes: the scan's other structures take
+	 * about 48 a live block), of 2^shift bytes each: one to two blocks a
+	 * bucket on a dense heap.
+	 */
 	uintptr_t span = max - min;
 	unsigned shift = 0;
-	while ((span >> shift) > 2 * (uintptr_t)n)
+	while ((span >> shift) > (uintptr_t)n)
 		shift++;
 	size_t nb = (size_t)((span - 1) >> shift) + 1;
 	size_t bytes = (nb + 1) * sizeof(uint32_t);

@@ -66,8 +66,10 @@ typedef struct tfa_leak_range_s {
 	uintptr_t lo, hi; /* [lo, hi) */
 } tfa_leak_range_t;
 
-/* Sorts blocks by address: heap sort, in place, no allocation. */
+/* Sorts blocks by address: introsort, in place, no allocation. */
 void tfa_leak_sort(tfa_leak_block_t *b, size_t n);
+/* The same with quicksort's depth given: at 0, heap sort alone (for tests). */
+void tfa_leak_sort_limited(tfa_leak_block_t *b, size_t n, unsigned depth);
 
 /*
  * The block (of n, sorted by address) that holds addr: its index, or -1.
@@ -78,7 +80,7 @@ long tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *st
 
 /*
  * An index of n blocks sorted by address, for tfa_leak_index_find: the span
- * [min, max) of the blocks cut into about 2n buckets of 2^shift bytes, and
+ * [min, max) of the blocks cut into n/2 to n buckets of 2^shift bytes, and
  * for each bucket the first block that starts in it or after it.  A lookup
  * then searches the few blocks of one bucket, where tfa_leak_find searches
  * all n (18 dependent loads for 200,000 blocks, most of them cache misses:
