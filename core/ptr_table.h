@@ -350,20 +350,26 @@ tfa_ptr_prev(uint64_t i, uint64_t cap)
 }
 
 /*
- * The shard comes from the pointer's 512 KiB region (p >> 16, and
- * tfa_ptr_hash drops 3 more bits), not from the pointer: blocks made or freed
+ * The shard comes from the pointer's 512 KiB region, not from the pointer:
+ * blocks made or freed
  * one after the other usually lie close together, so consecutive operations
  * probe one small shard table that stays in cache (on a 500,000-block tree,
  * 25% faster than the 8 MiB regions over 32 shards before); and both jemalloc
  * and glibc give each thread its own arena, so a thread's operations mostly
- * touch slots no other core writes.  64 KiB regions (p >> 13 here) measured
- * the same under callgrind on trees 15: the same instructions, 0.6% more L1
- * and 12% fewer last-level data misses (of 0.2 M for 3.7 M pairs).
+ * touch slots no other core writes.  64 KiB regions measured the same under
+ * callgrind on trees 15: the same instructions, 0.6% more L1 and 12% fewer
+ * last-level data misses (of 0.2 M for 3.7 M pairs).  The region's number
+ * itself, not a hash of it: the regions of a heap are consecutive, so their
+ * shards' headers are too (a 70 MB heap of large blocks, the benchmark's
+ * realloc chains, wrote 436 KiB of the 512 KiB of headers when a hash
+ * spread its 140 regions over every page), and regions alias only 2 GiB
+ * apart (a hash made any two collide by chance); a multiply and a constant
+ * fewer (callgrind, trees 14: 1,391 -> 1,378 million instructions).
  */
 static TFA_ALWAYS_INLINE tfa_ptr_shard_t *
 tfa_ptr_shard_of(tfa_ptr_table_t *t, uintptr_t p)
 {
-	return &t->shards[tfa_ptr_hash(p >> 16) >> (64 - TFA_PTR_SHARDS_LG)];
+	return &t->shards[(p >> 19) & (TFA_PTR_SHARDS - 1)];
 }
 
 /* Out-of-line parts of hold: no record, nested too deep, or the gate closed. */
