@@ -280,18 +280,6 @@ tfa_ptr_fast_access(tfa_ptr_held_t h)
 #define TFA_PTR_CAP_EXACT   ((uint64_t)512)
 
 /*
- * Fibonacci hashing of the pointer in units of 8 bytes: blocks of one size
- * class sit at multiples of their size, and multiplying the raw address would
- * map them to a few clustered slots (the multiplier times 16 is no longer
- * golden).
- */
-static TFA_ALWAYS_INLINE uint64_t
-tfa_ptr_hash(uintptr_t p)
-{
-	return (uint64_t)(p >> 3) * UINT64_C(0x9E3779B97F4A7C15);
-}
-
-/*
  * The home slot of p in a shard whose chunk places range over home_range
  * (tfa_ptr_home_range of its capacity).  The blocks of one 2^TFA_PTR_CHUNK_LG-byte chunk have
  * neighbouring homes, in address order at 16 bytes a slot: blocks made or
@@ -393,15 +381,16 @@ extern uint8_t tfa_ptr_asym_announce;
 void tfa_ptr_table_init_barriers(void);
 
 /*
- * Announces shard s at depth d of this thread's record r, then says whether a
+ * Announces shard s at depth d of this thread's record r, by a plain store
+ * (plain: tfa_ptr_asym_announce is on) or an exchange, then says whether a
  * rebuild closed its gate (the caller then steps out: tfa_ptr_hold_gated).
  * [hot path]
  */
 static TFA_ALWAYS_INLINE bool
-tfa_ptr_announce(tfa_thread_rec_t *r, uint32_t d, tfa_ptr_shard_t *s)
+tfa_ptr_announce_as(tfa_thread_rec_t *r, uint32_t d, tfa_ptr_shard_t *s, bool plain)
 {
 	tfa_tls.table_depth = d + 1;
-	if (tfa_likely(__atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0)) {
+	if (tfa_likely(plain)) {
 		/* The closer of a gate issues the barrier between this store and the load below. */
 		__atomic_store_n(&r->announce[d], s, __ATOMIC_RELAXED);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -409,6 +398,13 @@ tfa_ptr_announce(tfa_thread_rec_t *r, uint32_t d, tfa_ptr_shard_t *s)
 		(void)__atomic_exchange_n(&r->announce[d], s, __ATOMIC_SEQ_CST);
 	}
 	return __atomic_load_n(&s->gate, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* tfa_ptr_announce_as, the kind of announcement the process uses.  [hot path] */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_announce(tfa_thread_rec_t *r, uint32_t d, tfa_ptr_shard_t *s)
+{
+	return tfa_ptr_announce_as(r, d, s, __atomic_load_n(&tfa_ptr_asym_announce, __ATOMIC_RELAXED) != 0);
 }
 
 /*
@@ -657,11 +653,8 @@ tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
 		return slow;
 	}
 	h.depth = (uint8_t)d;
-	tfa_tls.table_depth = d + 1;
-	/* The closer of a gate issues the barrier between this store and the load below. */
-	__atomic_store_n(&r->announce[d], h.shard, __ATOMIC_RELAXED);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (tfa_unlikely(__atomic_load_n(&h.shard->gate, __ATOMIC_SEQ_CST) != 0)) {
+	/* Below the limit, announcements are plain stores. */
+	if (tfa_unlikely(tfa_ptr_announce_as(r, d, h.shard, true))) {
 		slow = h;
 		tfa_ptr_hold_gated(&slow);
 		return slow;
