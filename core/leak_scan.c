@@ -143,7 +143,6 @@ tfa_leak_sort(tfa_leak_block_t *b, size_t n)
 	tfa_leak_sort_limited(b, n, depth);
 }
 
-
 /* The last block of b[lo, hi) whose start is <= addr, given that b[lo - 1]'s is: -1 for none. */
 static TFA_ALWAYS_INLINE long
 find_in(const tfa_leak_block_t *b, size_t lo, size_t hi, uintptr_t addr, bool *start)
@@ -170,7 +169,7 @@ tfa_leak_index_build(tfa_leak_index_t *x, const tfa_leak_block_t *b, size_t n, u
 		     uintptr_t max)
 {
 	*x = (tfa_leak_index_t){ .b = b, .n = n, .min = min };
-	if (n == 0 || max <= min || n > UINT32_MAX / 4)
+	if (n == 0 || max <= min || n > UINT32_MAX)
 		return;
 	/*
 	 * At most one bucket a block (4 bytes: the scan's other structures take

@@ -172,6 +172,17 @@ START_TEST(test_index_matches_search)
 	for (uintptr_t a = 0x7f1000000000; n < 4000; a += 48)
 		b[n++] = (tfa_leak_block_t){ .addr = a, .size = 8 + idx_next() % 40 };
 	check_index_layout(b, n);
+	/*
+	 * Small blocks around one of 1 MiB that spans about a thousand buckets:
+	 * an address in one of those has no block starting in its bucket.
+	 */
+	n = 0;
+	for (uintptr_t a = 0x200000; n < 1000; a += 32)
+		b[n++] = (tfa_leak_block_t){ .addr = a, .size = 16 };
+	b[n++] = (tfa_leak_block_t){ .addr = 0x200000 + 32 * 1000, .size = 1 << 20 };
+	for (uintptr_t a = 0x200000 + 32 * 1000 + (1 << 20); n < 2001; a += 32)
+		b[n++] = (tfa_leak_block_t){ .addr = a, .size = 16 };
+	check_index_layout(b, n);
 	/* One block, and one of 0 bytes. */
 	b[0] = (tfa_leak_block_t){ .addr = 0x5000, .size = 4096 };
 	check_index_layout(b, 1);
