@@ -287,12 +287,12 @@ END_TEST
  * A heap that moves: 200,000 blocks in one place, all freed, then as many
  * elsewhere, four times.  Shards left empty shrink when others grow past 56
  * bytes per block of the most the table held (under the 64 bytes the peak
- * is held to), so the table's peak is that of one round, not the sum of the four; and the
- * shards shrunk still serve.  Frees leave tombstones: only the owner's count
- * of live records (live_hint) tells the sweep which shards emptied, so the
- * case runs twice: by the table's calls, and as the shim's fast path changes
- * the table (its own insert, find and remove; the table's insert when the
- * fast one declines).
+ * is held to), so the table's peak is that of one round, not the sum of the
+ * four; and the shards shrunk still serve.  Frees leave tombstones: only the
+ * owner's count of live records (live_hint) tells the sweep which shards
+ * emptied, so the case runs twice: by the table's calls, and as the shim's
+ * fast path changes the table (its own insert, find and remove; the table's
+ * insert when the fast one declines).
  */
 #define MOVE_N      200000u
 #define MOVE_ROUNDS 4
@@ -1079,6 +1079,10 @@ fast_hold_worker(void *arg)
 	tfa_thread_rec_t *r = tfa_thread_rec();
 	uintptr_t mine = fake_ptr(1), other = fake_ptr(2), third = fake_ptr(3);
 
+	/* Three shards: each hold below meets a shard of its own. */
+	ck_assert_ptr_ne(tfa_ptr_shard_of(&table, mine), tfa_ptr_shard_of(&table, hold_main_ptr));
+	ck_assert_ptr_ne(tfa_ptr_shard_of(&table, third), tfa_ptr_shard_of(&table, mine));
+	ck_assert_ptr_ne(tfa_ptr_shard_of(&table, third), tfa_ptr_shard_of(&table, hold_main_ptr));
 	insert_ok(mine, 16, 1); /* maps its shard: this thread owns it */
 	ck_assert_uint_eq(tfa_tls.table_depth, 0);
 	tfa_ptr_held_t h0 = tfa_ptr_fast_hold(&table, mine, r);
