@@ -781,7 +781,7 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 	 * the part of a module's .bss past its file is scanned with the module
 	 * (libpython's 270 KiB, git's 155 KiB were read twice).
 	 */
-	size_t nroots = roots->n, nexcl = nown + nroots + 1;
+	size_t nroots = roots->n, nexcl = nown + nroots + 2;
 	size_t excl_bytes = round_page(nexcl * sizeof(tfa_leak_range_t));
 	tfa_leak_range_t *excl = tfa_arena_map(excl_bytes);
 	if (excl == NULL) {
@@ -801,7 +801,8 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 	memcpy(excl, own, nown * sizeof(*own));
 	if (nroots != 0)
 		memcpy(excl + nown, roots->r, nroots * sizeof(*roots->r));
-	excl[nexcl - 1] = (tfa_leak_range_t){ roots->self_lo, roots->self_hi };
+	excl[nexcl - 2] = (tfa_leak_range_t){ roots->self_lo, roots->self_hi };
+	excl[nexcl - 1] = (tfa_leak_range_t){ roots->self_tls_lo, roots->self_tls_hi };
 	sort_ranges(excl, nexcl);
 	for (size_t i = 0; i < maps->nanon; i++)
 		bytes += add_anon_range(roots, excl, nexcl, b, n, maps->anon[i].lo, maps->anon[i].hi);
@@ -1029,6 +1030,10 @@ tfa_leak_collect_roots(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, con
 #endif
 	w.tp = tp;
 	(void)dl_iterate_phdr(phdr_visit, &w);
+	if (w.self_tls_size != 0) {
+		roots->self_tls_lo = tp - w.self_tls_below;
+		roots->self_tls_hi = roots->self_tls_lo + w.self_tls_size;
+	}
 	uintptr_t lo, hi;
 	if (tp != 0 && tfa_leak_maps_find(maps, tp, &lo, &hi))
 		roots_push(roots, tp, TFA_MIN(hi, tp + TCB_SCAN_BYTES));

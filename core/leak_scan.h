@@ -199,6 +199,14 @@ typedef struct tfa_leak_roots_s {
 	 * which tfa_leak_roots_add_anon must leave out too.
 	 */
 	uintptr_t self_lo, self_hi;
+	/*
+	 * The excluded module's static TLS block of the calling thread (0, 0:
+	 * none).  It lies in memory the loader mapped for the thread's static
+	 * TLS, an anonymous mapping that tfa_leak_roots_add_anon must cut it
+	 * out of: the shim's block there holds the addresses it freed last,
+	 * which a later block at the same address would be reachable through.
+	 */
+	uintptr_t self_tls_lo, self_tls_hi;
 } tfa_leak_roots_t;
 
 /* Adds [lo, hi) as clipped to the readable mappings (all of it when maps is empty). */

@@ -55,6 +55,9 @@ Cases:
             stacks; the profile keeps 4095 groups of two blocks each, by
             stack, and the rest in one group without a stack: every block
             counted once
+  reused    tp_leaks reused: a block freed, then one at its address lost:
+            definitely lost (the shim's record of the addresses a thread
+            freed last, in its TLS, is no root)
 """
 import json
 import os
@@ -418,7 +421,17 @@ def case_groups(ctx):
     T.check_eq(no_stack[0]["kind"] in ("definite", "unclassified"), True, "the rest's kind")
 
 
+def case_reused(ctx):
+    r, rep = ctx.run_and_report([ctx.prog("tp_leaks"), "reused"], what="tp_leaks reused")
+    T.check_eq(r.out, "REUSED 1\n", "tp_leaks reused: the freed block's address given again")
+    proc = T.only_process(rep, "tp_leaks")
+    lost = [l for l in proc.get("leaks", []) if l.get("device", "cpu") == "cpu" and l["bytes"] == 48]
+    T.check_eq([(l["kind"], l["blocks"]) for l in lost], [("definite", 1)],
+               "the block at the freed one's address\n" + json.dumps(lost))
+
+
 if __name__ == "__main__":
     T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
             "mmap": case_mmap, "dlopen": case_dlopen, "fork": case_fork, "exec": case_exec, "python3": case_python3,
-            "scan": case_scan, "disabled": case_disabled, "signal": case_signal, "groups": case_groups})
+            "scan": case_scan, "disabled": case_disabled, "signal": case_signal, "groups": case_groups,
+            "reused": case_reused})

@@ -15,6 +15,9 @@
  * work; with "baseline" it does nothing.  With "many-sites" it leaks only 16384
  * blocks of 16 bytes, two from each of 8192 call stacks (a binary recursion of
  * depth 13, each branch a call from another place), and prints "SITES 8192".
+ * With "reused" it frees a block of 48 bytes, loses the next block of 48
+ * bytes (the allocator's cache gives the same address back) and prints
+ * "REUSED 1" when the address was the same.
  */
 #include "tp_common.h"
 
@@ -47,6 +50,31 @@ leak_tree(unsigned depth, unsigned path)
 	__asm__ volatile("" ::: "memory");
 }
 
+/* Whether the lost block got the freed one's address: no copy of either address outlives the call. */
+static __attribute__((noinline, noclone)) int
+free_then_lose(void)
+{
+	void *freed = malloc(48);
+	TP_CHECK(freed != NULL, "malloc(48)");
+	uintptr_t was = (uintptr_t)freed;
+	free(freed);
+	void *lost = malloc(48);
+	TP_CHECK(lost != NULL, "malloc(48)");
+	int same = (uintptr_t)lost == was;
+	tp_leak_sink = lost;
+	tp_leak_sink = NULL;
+	return same;
+}
+
+/* Overwrites the stack below the caller's frame, where the addresses above were. */
+static __attribute__((noinline, noclone)) void
+scrub_stack(void)
+{
+	volatile char pad[8192];
+	for (size_t i = 0; i < sizeof(pad); i++)
+		pad[i] = 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -55,6 +83,12 @@ main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && strcmp(argv[1], "exit-code") == 0)
 		status = atoi(argv[2]);
+	if (argc > 1 && strcmp(argv[1], "reused") == 0) {
+		int same = free_then_lose();
+		scrub_stack();
+		tp_out("REUSED %d\n", same);
+		return 0;
+	}
 	if (argc > 1 && strcmp(argv[1], "many-sites") == 0) {
 		leak_tree(13, 0);
 		tp_leak_sink = NULL;
