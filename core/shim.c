@@ -1853,6 +1853,7 @@ tfa_shim_init(void)
 	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
 							      && !tfa_control_tag_by_thread);
 
+	tfa_unwind_started();
 	tfa_guard_exit();
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
 }

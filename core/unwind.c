@@ -176,12 +176,55 @@ fp_capture(uintptr_t anchor, uintptr_t *pcs, unsigned max, unsigned skip)
 typedef int (*unw_backtrace_fn)(void **buffer, int size);
 typedef int (*unw_set_caching_policy_fn)(unw_addr_space_t as, unw_caching_policy_t policy);
 typedef void (*unw_flush_cache_fn)(unw_addr_space_t as, unw_word_t lo, unw_word_t hi);
+typedef int (*unw_getcontext_fn)(unw_context_t *uc);
+typedef int (*unw_init_local_fn)(unw_cursor_t *c, unw_context_t *uc);
+typedef int (*unw_step_fn)(unw_cursor_t *c);
+typedef int (*unw_get_reg_fn)(unw_cursor_t *c, unw_regnum_t reg, unw_word_t *val);
 
 static struct {
 	unw_backtrace_fn backtrace; /* published last: non-NULL means ready */
 	unw_flush_cache_fn flush_cache;
 	unw_addr_space_t *local_addr_space;
+	unw_getcontext_fn getcontext;
+	unw_init_local_fn init_local;
+	unw_step_fn step;
+	unw_get_reg_fn get_reg;
+	unw_backtrace_fn trace; /* unw_backtrace: libunwind's walks once the shim has started */
 } libunwind;
+
+/*
+ * unw_backtrace's walk, frame by frame as its own fallback makes it, without
+ * its trace cache: unw_backtrace maps and clears 256 KiB for that cache in
+ * each thread that calls it (16,384 entries; libunwind 1.6 has no setting
+ * for its size).  The warm-up at start uses this walk, so that only a process
+ * with a walk cfi.c refuses later pays for the cache (a small program with
+ * full stacks: 668 KiB resident over tracking alone, 456 without the cache),
+ * and so do the walks cfi.c refuses until the shim has started.
+ * Not for those later walks: frame by frame, libunwind checks each address
+ * it reads with a system call where no unwind table covers the frame (20,000
+ * walks through such a frame took 0.9 s of CPU time this way, 0.01 s by
+ * unw_backtrace).
+ */
+static TFA_NOINLINE int
+libunwind_backtrace(void **buffer, int size)
+{
+	unw_context_t uc;
+	unw_cursor_t cursor;
+	int n = 0;
+
+	/* From the caller's frame on, as unw_backtrace's entries begin. */
+	if (libunwind.getcontext(&uc) != 0 || libunwind.init_local(&cursor, &uc) < 0 || libunwind.step(&cursor) <= 0)
+		return 0;
+	while (n < size) {
+		unw_word_t ip;
+		if (libunwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0)
+			break;
+		buffer[n++] = (void *)(uintptr_t)ip;
+		if (libunwind.step(&cursor) <= 0)
+			break;
+	}
+	return n;
+}
 
 /*
  * The frames of unw_backtrace's walk from the anchor on, after `skip`
@@ -309,13 +352,17 @@ libunwind_load(void)
 	if (lib == NULL)
 		goto out;
 	unw_backtrace_fn backtrace = (unw_backtrace_fn)dlsym(lib, "unw_backtrace");
+	unw_getcontext_fn getcontext = (unw_getcontext_fn)dlsym(lib, SYMBOL_NAME(unw_tdep_getcontext));
+	unw_init_local_fn init_local = (unw_init_local_fn)dlsym(lib, SYMBOL_NAME(unw_init_local));
+	unw_step_fn step = (unw_step_fn)dlsym(lib, SYMBOL_NAME(unw_step));
+	unw_get_reg_fn get_reg = (unw_get_reg_fn)dlsym(lib, SYMBOL_NAME(unw_get_reg));
 	unw_set_caching_policy_fn set_caching_policy =
 	        (unw_set_caching_policy_fn)dlsym(lib, SYMBOL_NAME(unw_set_caching_policy));
 	unw_flush_cache_fn flush_cache =
 	        (unw_flush_cache_fn)dlsym(lib, SYMBOL_NAME(unw_flush_cache));
 	unw_addr_space_t *local_addr_space = dlsym(lib, SYMBOL_NAME(unw_local_addr_space));
-	if (backtrace == NULL || set_caching_policy == NULL || flush_cache == NULL
-	    || local_addr_space == NULL)
+	if (backtrace == NULL || getcontext == NULL || init_local == NULL || step == NULL || get_reg == NULL
+	    || set_caching_policy == NULL || flush_cache == NULL || local_addr_space == NULL)
 		goto out;
 
 	/* Without its rule cache, cfi.c refuses every walk, and libunwind serves them all. */
@@ -323,16 +370,25 @@ libunwind_load(void)
 	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
 	libunwind.flush_cache = flush_cache;
 	libunwind.local_addr_space = local_addr_space;
-	__atomic_store_n(&libunwind.backtrace, backtrace, __ATOMIC_RELEASE);
+	libunwind.getcontext = getcontext;
+	libunwind.init_local = init_local;
+	libunwind.step = step;
+	libunwind.get_reg = get_reg;
+	libunwind.trace = backtrace;
+	__atomic_store_n(&libunwind.backtrace, libunwind_backtrace, __ATOMIC_RELEASE);
 
 	/*
-	 * libunwind's first use: its pthread key (created now, it is a low one,
-	 * whose setspecific never allocates) and this thread's cache.  Called
-	 * directly: cfi.c would serve a capture, and leave libunwind's first
-	 * use to the first stack it refuses.  Then cfi.c's own first walk.
+	 * libunwind's first use: its state and this thread's cache of unwind
+	 * rules.  Called directly: cfi.c would serve a capture, and leave
+	 * libunwind's first use to the first stack it refuses.  Then cfi.c's own
+	 * first walk.  unw_backtrace's trace cache and its pthread key come at
+	 * the first walk cfi.c refuses after start-up (tfa_unwind_started),
+	 * inside an allocation under the guard: the key may be a high one then,
+	 * whose setspecific allocates, which the guard sends straight to the
+	 * backend.
 	 */
 	void *unw_warm_up[INTERNAL_FRAMES_MAX];
-	(void)backtrace(unw_warm_up, (int)TFA_ARRAY_SIZE(unw_warm_up));
+	(void)libunwind_backtrace(unw_warm_up, (int)TFA_ARRAY_SIZE(unw_warm_up));
 	uintptr_t warm_up[INTERNAL_FRAMES_MAX];
 	(void)tfa_unwind_capture(TFA_STACKS_UNWIND, warm_up, TFA_ARRAY_SIZE(warm_up), 0);
 	ret = 0;
@@ -342,6 +398,14 @@ out:
 }
 
 /* ---- interface ---------------------------------------------------------------------------- */
+
+void
+tfa_unwind_started(void)
+{
+	/* The walks cfi.c refuses at start (its tables of the modules are not all read yet) were libunwind_backtrace's. */
+	if (__atomic_load_n(&libunwind.backtrace, __ATOMIC_ACQUIRE) != NULL)
+		__atomic_store_n(&libunwind.backtrace, libunwind.trace, __ATOMIC_RELEASE);
+}
 
 int
 tfa_unwind_init(tfa_stacks_mode_t mode)

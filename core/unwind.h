@@ -95,9 +95,9 @@ typedef enum tfa_stacks_mode_e {
  * libunwind.so.8, its fallback (RTLD_LOCAL: its _Unwind_* symbols must not
  * take over the program's C++ exceptions), selects per-thread caching (no
  * cache lock shared between threads; on one thread it measured no faster
- * than the default) and calls unw_backtrace once, so that libunwind's first
- * use happens here: its pthread key, created while its index is low
- * (setspecific allocates for keys past 32), and this thread's cache.  For
+ * than the default) and walks once, so that libunwind's first use happens
+ * here: its state and this thread's cache of rules (see
+ * tfa_unwind_started for unw_backtrace's own).  For
  * every mode: records the calling thread as the main thread (see unwind.c).
  * Returns 0, -ENOENT when libunwind cannot be loaded, -EINVAL for an unknown
  * mode (without its rule cache, cfi.c refuses every walk: libunwind serves).  REQUIRES: called on the main thread, from the shim's
@@ -106,6 +106,13 @@ typedef enum tfa_stacks_mode_e {
  * is harmless.
  */
 int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
+
+/*
+ * The shim's start is over: the walks cfi.c refuses from now on are
+ * unw_backtrace's, whose trace cache (256 KiB a thread) is then made only in
+ * processes that need it.  Until then they walk frame by frame.
+ */
+void tfa_unwind_started(void);
 
 /*
  * Stores in pcs[0..max) the return addresses of the calling function and of
