@@ -18,6 +18,12 @@ Cases:
             the leaks made in each name their function and reach main (not
             against libunwind, whose trace cache can keep the rules of the
             unloaded library: see test/unit/check_cfi.c)
+  nocfi     tp_nocfi: 4 threads allocate below 20 frames without unwind
+            tables, after 40 pthread keys: every such walk refused and
+            served by libunwind's unw_backtrace, whose trace cache and key
+            come at the first one (after the shim's start, inside an
+            allocation); the output is the plain run's and each thread's
+            lost block has a stack from tp_nocfi_leaf through tp_nocfi_deep
 The first three: not one mismatch, and no more than 2% of the walks refused.
 """
 import os
@@ -105,9 +111,29 @@ def case_dlclose(ctx):
                     "the leak of %d-byte blocks: %s" % (nbytes, names))
 
 
+def case_nocfi(ctx):
+    path = ctx.prog("tp_nocfi")
+    outdir = ctx.mkdtemp("out")
+    r = ctx.run_preload([path], outdir=outdir, env={"TFALLOC_STACKS": "unwind"})
+    T.check_eq(r.returncode, 0, "tp_nocfi\n%s" % r.describe())
+    T.check_eq(r.out, "NOCFI 4\n", "tp_nocfi: stdout")
+    counts = [LINE.match(l) for l in r.err_lines() if LINE.match(l)]
+    T.check_eq(len(counts), 1, "one verification line\n%s" % r.describe())
+    T.check(int(counts[0].group(4)) >= 4 * 2001, "walks refused: %s (each of 8,004 allocations)" % counts[0].group(4))
+    T.check_eq(counts[0].group(3), "0", "mismatches")
+    proc = T.only_process(ctx.report(outdir, "tp_nocfi"), "tp_nocfi")
+    lost = [l for l in proc["leaks"] if l["bytes"] == 777 * l["blocks"]]
+    T.check_eq(sum(l["blocks"] for l in lost), 4, "blocks of 777 bytes lost")
+    for l in lost:
+        names = [f.get("function") for f in l["stack"]]
+        T.check(names[:1] == ["tp_nocfi_leaf"] and names[1:21] == ["tp_nocfi_deep"] * 20,
+                "the stack of a 777-byte block: %s" % names)
+
+
 T.main({
     "python3": case_python3,
     "gxx": case_gxx,
     "sqlite3": case_sqlite3,
     "dlclose": case_dlclose,
+    "nocfi": case_nocfi,
 })
