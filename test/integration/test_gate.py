@@ -271,10 +271,17 @@ def case_glib(ctx):
     with open(supp, "w") as f:
         f.write("# the runner's own leaks (memcheck finds them too)\nleak:*/gnome-desktop-testing-runner\n")
     junit = os.path.join(d, "junit.xml")
-    r = ctx.run_tool(argv, quiet=False, timeout=300,
-                     tool_args=["--leak-gate", "--suppressions", supp, "--junit", junit])
+    # The runner's missing result line (above) was seen under the gate too, in a CI run with the
+    # other tests beside it: every process of that test had exited 0 with nothing lost.  A run
+    # whose only difference is a missing line is made again, once.
+    for attempt in range(2):
+        r = ctx.run_tool(argv, quiet=False, timeout=300,
+                         tool_args=["--leak-gate", "--suppressions", supp, "--junit", junit])
+        got = sorted(l for l in r.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
+        if got == want or not set(got) < set(want):
+            break
+        print("the runner printed no result line for %r under the gate: run again" % sorted(set(want) - set(got)))
     T.check_eq(r.returncode, 23, "exit status under the gate\n" + r.describe())
-    got = sorted(l for l in r.out.splitlines() if re.match(r"(PASS|FAIL|SKIP): ", l))
     T.check_eq(got, want, "the tests' results under the gate")
     failed = re.findall(r"tfalloc: leak gate: pid (\d+) failed: (\d+) bytes in \d+ blocks? at \d+ leak sites?, "
                         r"0 memory errors: (.*)\n", r.err)
