@@ -159,6 +159,33 @@ tfa_own_maps_backend_lookup(uintptr_t addr)
 	return in;
 }
 
+/*
+ * [lo, hi) joins the backend's ranges, merged with those it touches: jemalloc
+ * maps its metadata a page at a time and its extents side by side (python3
+ * with PYTHONMALLOC=malloc: 49 ranges unmerged), and a lookup that misses the
+ * thread's last range scans them all.
+ */
+static void
+be_add(uintptr_t lo, uintptr_t hi)
+{
+	for (size_t i = 0; i < nbe;) {
+		if (be[i].hi < lo || be[i].lo > hi) {
+			i++;
+			continue;
+		}
+		lo = be[i].lo < lo ? be[i].lo : lo;
+		hi = be[i].hi > hi ? be[i].hi : hi;
+		be[i] = be[--nbe];
+	}
+	if (nbe < BE_MAX) {
+		be[nbe].lo = lo;
+		be[nbe].hi = hi;
+		nbe++;
+	} else {
+		be_overflowed = true;
+	}
+}
+
 void
 tfa_own_maps_add(uintptr_t lo, size_t len)
 {
@@ -174,13 +201,7 @@ tfa_own_maps_add(uintptr_t lo, size_t len)
 	}
 	if (arena_mapping == 0) {
 		be_begin();
-		if (nbe < BE_MAX) {
-			be[nbe].lo = lo;
-			be[nbe].hi = lo + len;
-			nbe++;
-		} else {
-			be_overflowed = true;
-		}
+		be_add(lo, lo + len);
 		be_end();
 	}
 	tfa_unlock(&own_lock);
@@ -268,6 +289,15 @@ tfa_own_maps_count(void)
 {
 	tfa_lock(&own_lock);
 	size_t n = nown;
+	tfa_unlock(&own_lock);
+	return n;
+}
+
+size_t
+tfa_own_maps_backend_count(void)
+{
+	tfa_lock(&own_lock);
+	size_t n = nbe;
 	tfa_unlock(&own_lock);
 	return n;
 }

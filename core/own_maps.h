@@ -66,6 +66,8 @@ tfa_own_maps_backend_contains(uintptr_t addr)
 
 /* Entries in the table now. */
 size_t tfa_own_maps_count(void);
+/* For tests: the backend's ranges now (those that touch are merged). */
+size_t tfa_own_maps_backend_count(void);
 
 void tfa_own_maps_prefork(void);
 void tfa_own_maps_postfork_parent(void);

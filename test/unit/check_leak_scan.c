@@ -696,6 +696,47 @@ START_TEST(test_own_maps)
 END_TEST
 
 /*
+ * The backend's ranges, which sample-only frees look pointers up in: those
+ * that touch or overlap are one (jemalloc maps its metadata a page at a time,
+ * its extents side by side), the arena's are none of them, and a cut splits.
+ */
+START_TEST(test_own_maps_backend)
+{
+	tfa_own_maps_add(0x100000, 0x1000);
+	tfa_own_maps_add(0x101000, 0x1000); /* after */
+	tfa_own_maps_add(0xff000, 0x1000);  /* before */
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 1);
+	ck_assert(tfa_own_maps_backend_contains(0xff000));
+	ck_assert(tfa_own_maps_backend_contains(0x101fff));
+	ck_assert(!tfa_own_maps_backend_contains(0x102000));
+	ck_assert(!tfa_own_maps_backend_contains(0xfefff));
+	tfa_own_maps_add(0x104000, 0x1000); /* a gap */
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 2);
+	ck_assert(!tfa_own_maps_backend_contains(0x103000));
+	tfa_own_maps_add(0x102000, 0x2000); /* fills it: all one */
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 1);
+	ck_assert(tfa_own_maps_backend_contains(0x103000));
+	ck_assert(tfa_own_maps_backend_contains(0x104fff));
+	tfa_own_maps_add(0x100800, 0x2000); /* inside */
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 1);
+	tfa_own_maps_arena_begin();
+	tfa_own_maps_add(0x105000, 0x1000); /* the arena's: touches, but not the backend's */
+	tfa_own_maps_arena_end();
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 1);
+	ck_assert(!tfa_own_maps_backend_contains(0x105000));
+	ck_assert(tfa_own_maps_contains(0x105000));
+	ck_assert(tfa_own_maps_backend_contains(0x101800)); /* the thread's last range now */
+	tfa_own_maps_remove(0x101000, 0x1000); /* a cut in the middle */
+	ck_assert_uint_eq(tfa_own_maps_backend_count(), 2);
+	ck_assert(!tfa_own_maps_backend_contains(0x101800));
+	ck_assert(tfa_own_maps_backend_contains(0x100fff));
+	ck_assert(tfa_own_maps_backend_contains(0x102000));
+	ck_assert(tfa_own_maps_backend_contains(0xff000));
+	ck_assert(tfa_own_maps_backend_contains(0x104fff));
+}
+END_TEST
+
+/*
  * Anonymous memory the program mapped is a root; the shim's own mappings
  * and pieces holding live blocks (an allocator's heap) are not.
  */
@@ -861,6 +902,7 @@ leak_scan_suite(void)
 	tcase_add_test(tc, test_cached_thread_tcb);
 	tcase_add_test(tc, test_other_thread_tls);
 	tcase_add_test(tc, test_own_maps);
+	tcase_add_test(tc, test_own_maps_backend);
 	tcase_add_test(tc, test_anon_roots);
 	suite_add_tcase(s, tc);
 	return s;
