@@ -196,6 +196,26 @@ tfa_leak_index_build(tfa_leak_index_t *x, const tfa_leak_block_t *b, size_t n, u
 	x->nbuckets = nb;
 	x->first = first;
 	x->bytes = bytes;
+
+	unsigned page_shift = 12;
+	while ((span >> page_shift) > (uintptr_t)n * 64)
+		page_shift++;
+	size_t nbits = (size_t)((span - 1) >> page_shift) + 1;
+	size_t page_bytes = (nbits + 63) / 64 * sizeof(uint64_t);
+	uint64_t *pages = tfa_arena_map(page_bytes);
+	if (pages == NULL)
+		return;
+	for (size_t k = 0; k < n; k++) {
+		uintptr_t end = b[k].addr + (b[k].size != 0 ? b[k].size : 1);
+		if (end < b[k].addr || end > max)
+			end = max;
+		size_t p = (size_t)((b[k].addr - min) >> page_shift), last = (size_t)((end - 1 - min) >> page_shift);
+		for (; p <= last; p++)
+			pages[p / 64] |= (uint64_t)1 << (p % 64);
+	}
+	x->page_shift = page_shift;
+	x->pages = pages;
+	x->page_bytes = page_bytes;
 }
 
 void
@@ -204,6 +224,9 @@ tfa_leak_index_free(tfa_leak_index_t *x)
 	if (x->first != NULL)
 		tfa_arena_unmap(x->first, x->bytes);
 	x->first = NULL;
+	if (x->pages != NULL)
+		tfa_arena_unmap(x->pages, x->page_bytes);
+	x->pages = NULL;
 }
 
 static TFA_ALWAYS_INLINE long
@@ -211,6 +234,11 @@ index_find(const tfa_leak_index_t *x, uintptr_t addr, bool *start)
 {
 	if (x->first == NULL)
 		return find_in(x->b, 0, x->n, addr, start);
+	if (x->pages != NULL) {
+		size_t p = (size_t)((addr - x->min) >> x->page_shift);
+		if (((x->pages[p / 64] >> (p % 64)) & 1) == 0)
+			return -1;
+	}
 	size_t j = (size_t)((addr - x->min) >> x->shift);
 	/* Blocks before first[j] start before the bucket, those from first[j + 1] after addr. */
 	return find_in(x->b, x->first[j], x->first[j + 1], addr, start);
@@ -277,6 +305,18 @@ claim(struct scan *s, uintptr_t v, size_t leader)
 	s->work[s->top++] = (uint32_t)i;
 }
 
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 2048
+#endif
+static TFA_ALWAYS_INLINE void
+visit(struct scan *s, uintptr_t v, bool prior_definite, long leader)
+{
+	if (leader < 0)
+		mark(s, v, prior_definite);
+	else
+		claim(s, v, (size_t)leader);
+}
+
 static TFA_ALWAYS_INLINE void
 scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long leader, bool vg)
 {
@@ -284,6 +324,32 @@ scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 
 	if (hi < sizeof(uintptr_t))
 		return;
+	if (!vg) {
+		/*
+		 * Four words a step and one branch for the four: most words lie
+		 * outside the blocks' span, and which ones do is data the branch
+		 * predictor cannot learn (cc1plus's roots: 27% of 7.5 million).
+		 */
+		uintptr_t min = s->min, span = s->max - s->min;
+		while (w <= hi && hi - w >= 4 * sizeof(uintptr_t)) {
+			const volatile tfa_word_t *q = (const volatile tfa_word_t *)w;
+			if ((w & 63) == 0)
+				__builtin_prefetch((const void *)(w + PREFETCH_AHEAD));
+			uintptr_t v0 = q[0], v1 = q[1], v2 = q[2], v3 = q[3];
+			w += 4 * sizeof(uintptr_t);
+			if (tfa_likely((unsigned)(v0 - min < span) + (unsigned)(v1 - min < span)
+				       + (unsigned)(v2 - min < span) + (unsigned)(v3 - min < span) == 0))
+				continue;
+			if (v0 - min < span)
+				visit(s, v0, prior_definite, leader);
+			if (v1 - min < span)
+				visit(s, v1, prior_definite, leader);
+			if (v2 - min < span)
+				visit(s, v2, prior_definite, leader);
+			if (v3 - min < span)
+				visit(s, v3, prior_definite, leader);
+		}
+	}
 	for (; w <= hi - sizeof(uintptr_t); w += sizeof(uintptr_t)) {
 		uintptr_t v = *(const volatile tfa_word_t *)w;
 #ifdef TFA_HAVE_MEMCHECK
@@ -294,10 +360,7 @@ scan_words(struct scan *s, uintptr_t lo, uintptr_t hi, bool prior_definite, long
 #endif
 		if (v < s->min || v >= s->max)
 			continue;
-		if (leader < 0)
-			mark(s, v, prior_definite);
-		else
-			claim(s, v, (size_t)leader);
+		visit(s, v, prior_definite, leader);
 	}
 }
 

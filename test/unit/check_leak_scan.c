@@ -294,6 +294,44 @@ START_TEST(test_chain_from_root)
 }
 END_TEST
 
+/*
+ * Roots and blocks long enough for the scan's four-words-a-step loop, from
+ * an address that is no multiple of 32 and to one that leaves a tail: every
+ * word of every group is seen, whichever of the four holds the pointer, and
+ * words in the blocks' span that point at no block (the gap between them,
+ * the span's end) or outside it change nothing.
+ */
+START_TEST(test_scan_word_groups)
+{
+	uint32_t t[40], c;
+
+	for (size_t i = 0; i < 40; i++)
+		t[i] = block(2 * i, 16);
+	c = block(100, 37 * sizeof(uintptr_t)); /* 9 groups of 4 and one word */
+	uintptr_t noise[] = { 0, 1, W(0) - 8, W(90), W(100) + 37 * sizeof(uintptr_t), UINTPTR_MAX };
+	rootmem[0] = W(0);  /* outside the root range: t0 stays lost */
+	rootmem[30] = W(2); /* so do t1 and t2 */
+	rootmem[31] = W(4);
+	for (size_t k = 1; k < 30; k++)
+		rootmem[k] = k % 2 == 1 ? W(2 * (3 + k / 2)) : noise[k % TFA_ARRAY_SIZE(noise)];
+	rootmem[10] = W(100);
+	for (size_t j = 0; j < 37; j++)
+		H[100 + j] = j % 3 == 0 ? W(2 * (18 + j / 3)) : noise[j % TFA_ARRAY_SIZE(noise)];
+	H[100 + 4] = W(2 * 32) + 8; /* into t32 */
+	roots[0].lo = (uintptr_t)&rootmem[1];
+	roots[0].hi = (uintptr_t)&rootmem[30];
+	nroots = 1;
+	classify();
+	ck_assert_int_eq(cls(c), TFA_LEAK_CLASS_REACHABLE);
+	for (size_t i = 0; i < 40; i++) {
+		int want = i >= 3 && i <= 30 ? TFA_LEAK_CLASS_REACHABLE
+			   : i == 32	     ? TFA_LEAK_CLASS_POSSIBLE
+					     : TFA_LEAK_CLASS_DEFINITE;
+		ck_assert_msg(cls(t[i]) == want, "block %zu: class %d, not %d", i, cls(t[i]), want);
+	}
+}
+END_TEST
+
 /* Without roots everything is lost; a pointer past a block's requested size is no pointer. */
 START_TEST(test_no_roots_and_sizes)
 {
@@ -864,6 +902,7 @@ static void
 add_classification_cases(TCase *tc)
 {
 	tcase_add_test(tc, test_chain_from_root);
+	tcase_add_test(tc, test_scan_word_groups);
 	tcase_add_test(tc, test_no_roots_and_sizes);
 	tcase_add_test(tc, test_cycles);
 	tcase_add_test(tc, test_interior_pointer);
