@@ -249,6 +249,7 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 
 /* Sample-only tracking (TFALLOC_TRACK=sampled): see its section below. */
 static bool sample_only; /* set by init, before the shim is READY */
+void (*tfa_shim_on_sample_only)(void);
 static bool sfilter_on;  /* the filter counts recorded blocks: from init on, in that mode */
 
 #define SFILTER_LG 16
@@ -1361,9 +1362,10 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
  * and the record's metadata, and no call is made on the fast path.
  */
 TFA_ALWAYS_INLINE void *
-tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+tfa_shim_alloc_in(size_t nbytes, size_t alignment, uint8_t kind, bool zero, int track)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+	bool only_sampled = track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
 
 	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
@@ -1371,7 +1373,7 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		void *p;
 		if (tfa_unlikely(!fast_unsampled(nbytes)))
 			p = fast_alloc_sampled(trec, nbytes, kind, zero);
-		else if (tfa_unlikely(sample_only))
+		else if (tfa_unlikely(only_sampled))
 			p = fast_alloc_untracked(trec, nbytes, zero);
 		else
 			p = fast_alloc(trec, nbytes, kind, zero, false);
@@ -1381,6 +1383,12 @@ tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 		return p;
 	}
 	return shim_alloc_general(nbytes, alignment, kind, zero);
+}
+
+TFA_ALWAYS_INLINE void *
+tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
+{
+	return tfa_shim_alloc_in(nbytes, alignment, kind, zero, TFA_SHIM_TRACK_ANY);
 }
 
 /* Everything fast_free does not serve. */
@@ -1401,16 +1409,17 @@ shim_free_general(void *ptr, uint8_t kind)
 
 /* Inlined into the entry points, as tfa_shim_alloc. */
 TFA_ALWAYS_INLINE void
-tfa_shim_free(void *ptr, uint8_t kind)
+tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
+	bool only_sampled = track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
 
 	/*
 	 * Pointers not a multiple of 8 are never records' keys (nor is NULL,
 	 * which the caller never passes, nor TFA_PTR_BUSY): the general path
 	 * says what they are.
 	 */
-	if (tfa_unlikely(sample_only)) {
+	if (tfa_unlikely(only_sampled)) {
 		/* No record (the filter proves it) and jemalloc's: counted and freed here. */
 		uintptr_t p = (uintptr_t)ptr;
 		if (tfa_likely(trec != NULL) && tfa_likely(!tfa_guard_active()) && tfa_likely(!sfilter_maybe(p))
@@ -1433,6 +1442,12 @@ tfa_shim_free(void *ptr, uint8_t kind)
 	    && tfa_likely(fast_free(trec, ptr, kind)))
 		return;
 	shim_free_general(ptr, kind);
+}
+
+TFA_ALWAYS_INLINE void
+tfa_shim_free(void *ptr, uint8_t kind)
+{
+	tfa_shim_free_in(ptr, kind, TFA_SHIM_TRACK_ANY);
 }
 
 /*
@@ -1774,6 +1789,9 @@ init_track(void)
 		return;
 	}
 	sample_only = true;
+	/* Before the fast path opens (tfa_tracking_allocator_set_fast): no call takes the other mode's. */
+	if (tfa_shim_on_sample_only != NULL)
+		tfa_shim_on_sample_only();
 }
 
 /*

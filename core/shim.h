@@ -39,6 +39,19 @@ void *tfa_shim_alloc(size_t nbytes, size_t alignment, uint8_t kind, bool zero);
 void tfa_shim_free(void *ptr, uint8_t kind);
 
 /*
+ * The same, for an entry point made for one tracking mode (track): the tests
+ * of the other mode fold away, and so do the registers its path would save
+ * on entry.  Such an entry point must be called only in its mode: every
+ * process starts in TFA_SHIM_TRACK_ALL, and tfa_shim_init calls
+ * tfa_shim_on_sample_only (when set) as it turns sample-only tracking on,
+ * before the fast path opens; the mode never changes after.
+ */
+enum { TFA_SHIM_TRACK_ANY = 0, TFA_SHIM_TRACK_ALL = 1, TFA_SHIM_TRACK_SAMPLED = 2 };
+void *tfa_shim_alloc_in(size_t nbytes, size_t alignment, uint8_t kind, bool zero, int track);
+void tfa_shim_free_in(void *ptr, uint8_t kind, int track);
+extern void (*tfa_shim_on_sample_only)(void);
+
+/*
  * realloc of ptr (not NULL) to nbytes (> 0).  NULL when refused (ptr intact)
  * or when ptr is not the shim's (reported).
  */

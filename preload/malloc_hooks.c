@@ -16,8 +16,8 @@
 
 
 /* Declared here rather than through <stdlib.h>/<malloc.h> to keep their attributes off. */
-TFA_EXPORT void *malloc(size_t size);
-TFA_EXPORT void free(void *ptr);
+void *malloc(size_t size);
+void free(void *ptr);
 TFA_EXPORT void *calloc(size_t nmemb, size_t size);
 TFA_EXPORT void *realloc(void *ptr, size_t size);
 TFA_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size);
@@ -28,27 +28,119 @@ TFA_EXPORT void *valloc(size_t size);
 TFA_EXPORT void *pvalloc(size_t size);
 TFA_EXPORT size_t malloc_usable_size(void *ptr);
 
-TFA_EXPORT void *
-malloc(size_t size)
+static TFA_ALWAYS_INLINE void *
+malloc_in(size_t size, int track)
 {
 	if (tfa_unlikely(size > PTRDIFF_MAX)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *p = tfa_shim_alloc(size, 0, TFA_KIND_MALLOC, false);
+	void *p = tfa_shim_alloc_in(size, 0, TFA_KIND_MALLOC, false, track);
 	if (tfa_unlikely(p == NULL))
 		errno = ENOMEM;
 	return p;
 }
 
-TFA_EXPORT void
-free(void *ptr)
+static TFA_ALWAYS_INLINE void
+free_in(void *ptr, int track)
 {
 	if (ptr == NULL)
 		return;
 	/* errno is kept there. */
-	tfa_shim_free(ptr, TFA_KIND_MALLOC);
+	tfa_shim_free_in(ptr, TFA_KIND_MALLOC, track);
 }
+
+/*
+ * malloc and free are one indirect jump to the entry point of the process's
+ * tracking mode: gcc saves the registers of a function's costliest path at
+ * its entry, ahead of any test, so sample-only tracking paid the six of the
+ * recording path on every call (a split in C kept them: see the README).
+ * A test of the mode and a jump on each path cost the recording path two
+ * instructions a pair (callgrind, trees 14: 1,377 -> 1,390 million); the
+ * indirect jump, predicted, none.  Used (and global, hidden) for the asm
+ * below, which link-time optimisation does not see.
+ */
+__attribute__((used)) TFA_HIDDEN void *malloc_tracking_all(size_t size);
+__attribute__((used)) TFA_HIDDEN void *malloc_sample_only(size_t size);
+__attribute__((used)) TFA_HIDDEN void free_tracking_all(void *ptr);
+__attribute__((used)) TFA_HIDDEN void free_sample_only(void *ptr);
+
+void *
+malloc_tracking_all(size_t size)
+{
+	return malloc_in(size, TFA_SHIM_TRACK_ALL);
+}
+
+void *
+malloc_sample_only(size_t size)
+{
+	return malloc_in(size, TFA_SHIM_TRACK_SAMPLED);
+}
+
+void
+free_tracking_all(void *ptr)
+{
+	free_in(ptr, TFA_SHIM_TRACK_ALL);
+}
+
+void
+free_sample_only(void *ptr)
+{
+	free_in(ptr, TFA_SHIM_TRACK_SAMPLED);
+}
+
+#if defined(__x86_64__)
+/* Where malloc and free go: TFA_SHIM_TRACK_ALL's from the first call, until init says otherwise. */
+__attribute__((used)) TFA_HIDDEN void *(*tfa_malloc_entry)(size_t) = malloc_tracking_all;
+__attribute__((used)) TFA_HIDDEN void (*tfa_free_entry)(void *) = free_tracking_all;
+
+static void
+use_sample_only_entries(void)
+{
+	__atomic_store_n(&tfa_malloc_entry, malloc_sample_only, __ATOMIC_RELEASE);
+	__atomic_store_n(&tfa_free_entry, free_sample_only, __ATOMIC_RELEASE);
+}
+
+/* Before tfa_shim_init (preload/init.c's constructor runs after this priority). */
+__attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
+malloc_entries_init(void)
+{
+	tfa_shim_on_sample_only = use_sample_only_entries;
+}
+
+/*
+ * The exported malloc and free (default visibility: they interpose libc's).
+ * No frame: the CFI at entry (return address at the CFA - 8) holds for the
+ * whole of each.
+ */
+__asm__(".text\n"
+	".globl malloc\n"
+	".type malloc, @function\n"
+	"malloc:\n"
+	"\t.cfi_startproc\n"
+	"\tjmp *tfa_malloc_entry(%rip)\n"
+	"\t.cfi_endproc\n"
+	".size malloc, .-malloc\n"
+	".globl free\n"
+	".type free, @function\n"
+	"free:\n"
+	"\t.cfi_startproc\n"
+	"\tjmp *tfa_free_entry(%rip)\n"
+	"\t.cfi_endproc\n"
+	".size free, .-free\n");
+#else
+TFA_EXPORT void *
+malloc(size_t size)
+{
+	return malloc_in(size, TFA_SHIM_TRACK_ANY);
+}
+
+TFA_EXPORT void
+free(void *ptr)
+{
+	free_in(ptr, TFA_SHIM_TRACK_ANY);
+}
+#endif
 
 TFA_EXPORT void *
 calloc(size_t nmemb, size_t size)
