@@ -295,8 +295,14 @@ static TFA_ALWAYS_INLINE void
 shim_enter(void)
 {
 #if defined(__x86_64__)
-	/* One instruction in place (gcc made it three, the counter through a register). */
-	__asm__ volatile("addl $1, %0" : "+m"(tfa_tls.in_shim));
+	/*
+	 * One instruction in place (gcc made it three, the counter through a
+	 * register), on the whole word that shim_exit lowers: a 64-bit load
+	 * cannot take its value from a 32-bit store still in the store buffer,
+	 * and waits for it to retire.  The depth never reaches 2^32: it cannot
+	 * carry into the pending signal.
+	 */
+	__asm__ volatile("addq $1, %0" : "+m"(tfa_tls.shim_word));
 #else
 	tfa_tls.in_shim++;
 #endif
