@@ -1363,6 +1363,25 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
 }
 
 /*
+ * cpu_tracker.fast, when the fast path is open: which mode's.  An entry
+ * point made for one mode serves only when the fast path is that mode's: a
+ * call to TFA_SHIM_TRACK_ALL's that began before init turned sample-only
+ * tracking on, and reaches the fast path after it opened, takes the general
+ * path, which asks the mode again.
+ */
+enum { FAST_TRACK_ALL = 1, FAST_SAMPLE_ONLY = 2 };
+
+static TFA_ALWAYS_INLINE bool
+fast_open(int track)
+{
+	uint8_t f = __atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED);
+
+	if (track == TFA_SHIM_TRACK_ANY)
+		return f != 0;
+	return f == (track == TFA_SHIM_TRACK_SAMPLED ? FAST_SAMPLE_ONLY : FAST_TRACK_ALL);
+}
+
+/*
  * Inlined into the entry points of preload/ (the build uses link-time
  * optimisation): their constant alignment, kind and zero fill fold the tests
  * and the record's metadata, and no call is made on the fast path.
@@ -1373,7 +1392,7 @@ tfa_shim_alloc_in(size_t nbytes, size_t alignment, uint8_t kind, bool zero, int 
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
 	bool only_sampled = track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
 
-	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	if (tfa_likely(trec != NULL) && tfa_likely(fast_open(track))
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(tfa_tls.tag == 0)) {
 		void *p;
@@ -1414,6 +1433,8 @@ shim_free_general(void *ptr, uint8_t kind)
 }
 
 /* Inlined into the entry points, as tfa_shim_alloc. */
+static TFA_NOINLINE void shim_free_any(void *ptr, uint8_t kind);
+
 TFA_ALWAYS_INLINE void
 tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 {
@@ -1443,15 +1464,26 @@ tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 		shim_free_sampled(ptr, kind);
 		return;
 	}
-	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	if (tfa_likely(trec != NULL) && tfa_likely(fast_open(track))
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
 	    && tfa_likely(fast_free(trec, ptr, kind)))
 		return;
+	if (track != TFA_SHIM_TRACK_ANY && tfa_unlikely(sample_only)) {
+		/* TFA_SHIM_TRACK_ALL's entry, called before sample-only tracking came on (fast_open). */
+		shim_free_any(ptr, kind);
+		return;
+	}
 	shim_free_general(ptr, kind);
 }
 
 TFA_ALWAYS_INLINE void
 tfa_shim_free(void *ptr, uint8_t kind)
+{
+	tfa_shim_free_in(ptr, kind, TFA_SHIM_TRACK_ANY);
+}
+
+static TFA_NOINLINE void
+shim_free_any(void *ptr, uint8_t kind)
 {
 	tfa_shim_free_in(ptr, kind, TFA_SHIM_TRACK_ANY);
 }
@@ -1874,8 +1906,8 @@ tfa_shim_init(void)
 	/* After the atfork above: its fork handlers run around the shim's. */
 	tfa_remote_init(opts.control_signal);
 	/* The fast path knows one backend and no resources: with --tag-by thread every allocation has one. */
-	tfa_tracking_allocator_set_fast(&cpu_tracker, tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped)
-							      && !tfa_control_tag_by_thread);
+	bool fast = tfa_jemalloc_is_private(cpu_tracker.wrapper.wrapped) && !tfa_control_tag_by_thread;
+	tfa_tracking_allocator_set_fast(&cpu_tracker, !fast ? 0 : sample_only ? FAST_SAMPLE_ONLY : FAST_TRACK_ALL);
 
 	tfa_unwind_started();
 	tfa_guard_exit();

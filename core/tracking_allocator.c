@@ -248,11 +248,11 @@ update_slow(tfa_tracking_allocator_t *ta)
 {
 	uint8_t slow = ta->slot < 0 || ta->degraded || ta->bytes_limit > 0;
 	__atomic_store_n(&ta->slow, slow, __ATOMIC_RELAXED);
-	__atomic_store_n(&ta->fast, (uint8_t)(ta->fast_wanted && !slow), __ATOMIC_RELAXED);
+	__atomic_store_n(&ta->fast, slow ? 0 : ta->fast_wanted, __ATOMIC_RELAXED);
 }
 
 void
-tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, bool on)
+tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, uint8_t on)
 {
 	ta->fast_wanted = on;
 	update_slow(ta);
@@ -327,7 +327,7 @@ tfa_tracking_allocator_set_backend(tfa_tracking_allocator_t *ta, tfa_allocator_t
 	if (backend == NULL || backend->backend_id >= TFA_MAX_BACKENDS)
 		return;
 	ta->backends[backend->backend_id] = backend;
-	tfa_tracking_allocator_set_fast(ta, false);
+	tfa_tracking_allocator_set_fast(ta, 0);
 	__atomic_store_n(&ta->wrapper.wrapped, backend, __ATOMIC_RELEASE);
 }
 

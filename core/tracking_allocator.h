@@ -60,9 +60,9 @@ typedef struct tfa_tracking_allocator_s {
 	/* Nonzero when the fast paths cannot serve: a limit, degraded, a shared slot. */
 	uint8_t slow;
 	/* Nonzero when the process tracker's fast path (core/shim.c) may serve:
-	 * its owner asked for it (fast_wanted) and slow is 0. */
+	 * its owner asked for it (fast_wanted, the value it takes) and slow is 0. */
 	uint8_t fast;
-	bool fast_wanted;
+	uint8_t fast_wanted;
 	int64_t bytes_limit;
 
 	int64_t in_use TFA_ALIGNED_CACHELINE; /* published figures */
@@ -116,7 +116,7 @@ tfa_tracking_allocator_base(tfa_tracking_allocator_t *ta)
  * The owner of ta vouches that its own fast path serves ta's current backend
  * (core/shim.c); ta->fast says when it may run.  Changing the backend withdraws it.
  */
-void tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, bool on);
+void tfa_tracking_allocator_set_fast(tfa_tracking_allocator_t *ta, uint8_t on);
 
 /*
  * Records p, which ta's backend made, with the record rec already packed (its
