@@ -14,6 +14,12 @@
 /* Maps at least `bytes` of zeroed memory; NULL on failure.  [never allocates] */
 void *tfa_arena_map(size_t bytes);
 void tfa_arena_unmap(void *p, size_t bytes);
+/*
+ * The same, for memory the caller is about to write throughout: its pages
+ * are made in one system call (MAP_POPULATE) instead of a fault each.
+ * [never allocates]
+ */
+void *tfa_arena_map_filled(size_t bytes);
 
 /*
  * A small zeroed piece that lives until the process ends (16-byte aligned).

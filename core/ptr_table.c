@@ -385,7 +385,7 @@ account_slots(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t old_cap, uint64_t
 static bool
 shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t start)
 {
-	tfa_record_t *fresh = tfa_arena_map(sizeof(tfa_record_t) * new_cap);
+	tfa_record_t *fresh = tfa_arena_map_filled(sizeof(tfa_record_t) * new_cap);
 	uint64_t live = 0, cap = s->cap;
 
 	if (fresh == NULL)
@@ -430,10 +430,10 @@ grown_cap(uint64_t cap, uint64_t live)
 {
 	uint64_t want = live * 2 / CAP_STEP * CAP_STEP;
 
-	if (want > cap)
-		return want;
 	if ((live + cap / 8) * 4 <= cap * 3)
 		return 0;
+	if (want > cap)
+		return want;
 	return cap + CAP_STEP;
 }
 

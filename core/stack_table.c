@@ -194,10 +194,11 @@ index_place(uint64_t *slots, uint32_t lg_cap, uint64_t slot)
 	__atomic_store_n(&slots[i], slot, __ATOMIC_RELEASE);
 }
 
+/* filled: the caller writes all of it at once (an index rehashed into), so its pages come in one call. */
 static void *
-table_map(tfa_stack_table_t *t, size_t bytes)
+table_map(tfa_stack_table_t *t, size_t bytes, bool filled)
 {
-	void *p = tfa_arena_map(bytes);
+	void *p = filled ? tfa_arena_map_filled(bytes) : tfa_arena_map(bytes);
 
 	if (p != NULL)
 		__atomic_fetch_add(&t->mapped, bytes, __ATOMIC_RELAXED);
@@ -222,7 +223,7 @@ static int
 index_grow(tfa_stack_table_t *t, uint32_t lg_cap)
 {
 	uintptr_t old = t->index;
-	uint64_t *slots = table_map(t, sizeof(uint64_t) << lg_cap);
+	uint64_t *slots = table_map(t, sizeof(uint64_t) << lg_cap, true);
 
 	if (slots == NULL)
 		return -1;
@@ -275,7 +276,7 @@ dir_slot(tfa_stack_table_t *t, uint32_t id)
 	tfa_stack_node_t *leaf = t->dir[leaf_no];
 
 	if (leaf == NULL) {
-		leaf = table_map(t, TFA_STACK_DIR_LEAF * sizeof(*leaf));
+		leaf = table_map(t, TFA_STACK_DIR_LEAF * sizeof(*leaf), false);
 		if (leaf == NULL)
 			return NULL;
 		__atomic_store_n(&t->dir[leaf_no], leaf, __ATOMIC_RELEASE);
@@ -335,7 +336,7 @@ nodes_make_room(tfa_stack_table_t *t, unsigned more)
 	/* Chunks are mapped in order: the last new node's is the only one that can be missing. */
 	uint32_t c = (t->nodes + more) >> TFA_STACK_NODE_CHUNK_LG;
 	if (t->node_chunks[c] == NULL) {
-		tfa_stack_node_t *chunk = table_map(t, NODE_CHUNK_BYTES);
+		tfa_stack_node_t *chunk = table_map(t, NODE_CHUNK_BYTES, false);
 		if (chunk == NULL)
 			return false;
 		__atomic_store_n(&t->node_chunks[c], chunk, __ATOMIC_RELEASE);
@@ -345,7 +346,7 @@ nodes_make_room(tfa_stack_table_t *t, unsigned more)
 	if (t->children != NULL && n * 4 <= ((uint64_t)3 << t->children_lg))
 		return true;
 	uint32_t lg_cap = t->children == NULL ? CHILDREN_LG_CAP_INITIAL : t->children_lg + 1;
-	uint32_t *children = table_map(t, sizeof(uint32_t) << lg_cap);
+	uint32_t *children = table_map(t, sizeof(uint32_t) << lg_cap, false);
 	if (children == NULL)
 		return false;
 	for (uint32_t no = 1; no <= t->nodes; no++)

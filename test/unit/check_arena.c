@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static void
 teardown(void)
@@ -84,6 +85,61 @@ START_TEST(test_arena_map_unmap)
 	/* Pieces count in the overhead too. */
 	ck_assert_ptr_nonnull(tfa_arena_alloc(100));
 	ck_assert_uint_gt(tfa_arena_mapped_bytes(), before);
+}
+END_TEST
+
+/* Pages of [p, p + n) that are resident now. */
+static size_t
+resident_pages(void *p, size_t n)
+{
+	unsigned char vec[1024];
+	size_t pages = n / 4096, in = 0;
+
+	ck_assert_uint_le(pages, sizeof(vec));
+	ck_assert_int_eq(mincore(p, n, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		in += vec[i] & 1;
+	return in;
+}
+
+/*
+ * A filled mapping (a pointer-table shard being rebuilt, a stack index) has
+ * its pages made when it is mapped: every page resident before a byte is
+ * written, where a plain mapping has none; zeroed and counted all the same,
+ * and failing under injection.  A mapping of 2 MiB and more (huge pages
+ * asked for) too, where the kernel populates by madvise (Linux 5.14 on).
+ */
+START_TEST(test_arena_map_filled)
+{
+	size_t before = tfa_arena_mapped_bytes();
+	unsigned char *plain = tfa_arena_map(64 << 10);
+	unsigned char *filled = tfa_arena_map_filled(64 << 10);
+
+	ck_assert_ptr_nonnull(plain);
+	ck_assert_ptr_nonnull(filled);
+	ck_assert_uint_eq(resident_pages(plain, 64 << 10), 0);
+	ck_assert_uint_eq(resident_pages(filled, 64 << 10), 16);
+	ck_assert(all_zero(filled, 64 << 10));
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), before + (128 << 10));
+	tfa_arena_unmap(plain, 64 << 10);
+	tfa_arena_unmap(filled, 64 << 10);
+
+	unsigned char *big = tfa_arena_map_filled(4 << 20);
+	ck_assert_ptr_nonnull(big);
+#ifdef MADV_POPULATE_WRITE
+	void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(probe, MAP_FAILED);
+	if (madvise(probe, 4096, MADV_POPULATE_WRITE) == 0)
+		ck_assert_uint_eq(resident_pages(big, 4 << 20), 1024);
+	munmap(probe, 4096);
+#endif
+	ck_assert(all_zero(big, 4 << 20));
+	tfa_arena_unmap(big, 4 << 20);
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), before);
+
+	tfa_arena_inject_failure(0);
+	ck_assert_ptr_null(tfa_arena_map_filled(4096));
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), before);
 }
 END_TEST
 
@@ -173,6 +229,7 @@ arena_suite(void)
 	tcase_add_test(tc, test_arena_alloc_zeroed_aligned);
 	tcase_add_test(tc, test_arena_alloc_large);
 	tcase_add_test(tc, test_arena_map_unmap);
+	tcase_add_test(tc, test_arena_map_filled);
 	tcase_add_test(tc, test_arena_strndup);
 	tcase_add_test(tc, test_arena_inject_failure);
 	tcase_add_test(tc, test_arena_alloc_fails_when_chunk_needed);
