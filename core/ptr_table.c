@@ -430,10 +430,10 @@ grown_cap(uint64_t cap, uint64_t live)
 {
 	uint64_t want = live * 2 / CAP_STEP * CAP_STEP;
 
-	if ((live + cap / 8) * 4 <= cap * 3)
-		return 0;
 	if (want > cap)
 		return want;
+	if ((live + cap / 8) * 4 <= cap * 3)
+		return 0;
 	return cap + CAP_STEP;
 }
 
