@@ -1432,9 +1432,9 @@ shim_free_general(void *ptr, uint8_t kind)
 	errno = saved_errno;
 }
 
-/* Inlined into the entry points, as tfa_shim_alloc. */
 static TFA_NOINLINE void shim_free_any(void *ptr, uint8_t kind);
 
+/* Inlined into the entry points, as tfa_shim_alloc. */
 TFA_ALWAYS_INLINE void
 tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 {

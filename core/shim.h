@@ -41,10 +41,13 @@ void tfa_shim_free(void *ptr, uint8_t kind);
 /*
  * The same, for an entry point made for one tracking mode (track): the tests
  * of the other mode fold away, and so do the registers its path would save
- * on entry.  Such an entry point must be called only in its mode: every
- * process starts in TFA_SHIM_TRACK_ALL, and tfa_shim_init calls
- * tfa_shim_on_sample_only (when set) as it turns sample-only tracking on,
- * before the fast path opens; the mode never changes after.
+ * on entry.  Its fast path serves only when the fast path open is its mode's
+ * (cpu_tracker.fast); otherwise the general path, which asks the mode.
+ * Every process starts with TFA_SHIM_TRACK_ALL's entry points, and
+ * tfa_shim_init calls tfa_shim_on_sample_only (when set) as it turns
+ * sample-only tracking on, before the fast path opens; the mode never
+ * changes after.  TFA_SHIM_TRACK_SAMPLED's are for sample-only tracking
+ * only: their free trusts the filter of recorded blocks, kept in that mode.
  */
 enum { TFA_SHIM_TRACK_ANY = 0, TFA_SHIM_TRACK_ALL = 1, TFA_SHIM_TRACK_SAMPLED = 2 };
 void *tfa_shim_alloc_in(size_t nbytes, size_t alignment, uint8_t kind, bool zero, int track);
