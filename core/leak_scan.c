@@ -311,6 +311,7 @@ claim(struct scan *s, uintptr_t v, size_t leader)
  * 2,000 at 1 KiB, 1,958 at 2 KiB, 1,938 at 4 KiB, 1,942 at 8 KiB.
  */
 #define PREFETCH_AHEAD 2048
+
 static TFA_ALWAYS_INLINE void
 visit(struct scan *s, uintptr_t v, bool prior_definite, long leader)
 {

@@ -85,8 +85,7 @@ long tfa_leak_find(const tfa_leak_block_t *b, size_t n, uintptr_t addr, bool *st
  * then searches the few blocks of one bucket, where tfa_leak_find searches
  * all n (18 dependent loads for 200,000 blocks, most of them cache misses:
  * on g++ the scan's lookups were 5.5% of the whole run).
- */
-/*
+ *
  * Before the buckets, a bit per 2^page_shift bytes of the span (a page, or
  * more where that would pass 64 bits a block) says whether any block covers
  * them: most words in the span that point at no block (cc1plus: 2.0 million

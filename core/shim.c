@@ -1371,6 +1371,13 @@ shim_alloc_general(size_t nbytes, size_t alignment, uint8_t kind, bool zero)
  */
 enum { FAST_TRACK_ALL = 1, FAST_SAMPLE_ONLY = 2 };
 
+/* Whether the process tracks a sample only, as an entry point made for track sees it. */
+static TFA_ALWAYS_INLINE bool
+mode_sample_only(int track)
+{
+	return track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
+}
+
 static TFA_ALWAYS_INLINE bool
 fast_open(int track)
 {
@@ -1390,7 +1397,7 @@ TFA_ALWAYS_INLINE void *
 tfa_shim_alloc_in(size_t nbytes, size_t alignment, uint8_t kind, bool zero, int track)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
-	bool only_sampled = track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
+	bool only_sampled = mode_sample_only(track);
 
 	if (tfa_likely(trec != NULL) && tfa_likely(fast_open(track))
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(alignment == 0)
@@ -1439,7 +1446,7 @@ TFA_ALWAYS_INLINE void
 tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 {
 	tfa_thread_rec_t *trec = tfa_tls.fast_rec;
-	bool only_sampled = track == TFA_SHIM_TRACK_ANY ? sample_only : track == TFA_SHIM_TRACK_SAMPLED;
+	bool only_sampled = mode_sample_only(track);
 
 	/*
 	 * Pointers not a multiple of 8 are never records' keys (nor is NULL,
@@ -1578,7 +1585,7 @@ tfa_shim_realloc(void *ptr, size_t nbytes)
 			return q;
 		return shim_realloc_general(ptr, nbytes);
 	}
-	if (tfa_likely(trec != NULL) && tfa_likely(__atomic_load_n(&cpu_tracker.fast, __ATOMIC_RELAXED) != 0)
+	if (tfa_likely(trec != NULL) && tfa_likely(fast_open(TFA_SHIM_TRACK_ANY))
 	    && tfa_likely(!tfa_guard_active()) && tfa_likely(((uintptr_t)ptr & 7) == 0)
 	    && tfa_likely(nbytes <= TFA_JE_SMALL_MAX) && tfa_likely(__libc_single_threaded)
 	    && tfa_likely(fast_realloc(trec, ptr, nbytes, &q)))

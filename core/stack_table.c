@@ -194,7 +194,7 @@ index_place(uint64_t *slots, uint32_t lg_cap, uint64_t slot)
 	__atomic_store_n(&slots[i], slot, __ATOMIC_RELEASE);
 }
 
-/* filled: the caller writes all of it at once (an index rehashed into), so its pages come in one call. */
+/* filled: the caller writes all of it now (an index rehashed into), so its pages come in one call. */
 static void *
 table_map(tfa_stack_table_t *t, size_t bytes, bool filled)
 {
@@ -223,7 +223,8 @@ static int
 index_grow(tfa_stack_table_t *t, uint32_t lg_cap)
 {
 	uintptr_t old = t->index;
-	uint64_t *slots = table_map(t, sizeof(uint64_t) << lg_cap, true);
+	/* The first index starts empty; a later one is filled here, every page of it. */
+	uint64_t *slots = table_map(t, sizeof(uint64_t) << lg_cap, old != 0);
 
 	if (slots == NULL)
 		return -1;
@@ -367,7 +368,7 @@ nodes_make_room(tfa_stack_table_t *t, unsigned more)
 	if (t->children != NULL && n * 4 <= ((uint64_t)3 << t->children_lg))
 		return true;
 	uint32_t lg_cap = t->children == NULL ? CHILDREN_LG_CAP_INITIAL : t->children_lg + 1;
-	uint32_t *children = table_map(t, sizeof(uint32_t) << lg_cap, true);
+	uint32_t *children = table_map(t, sizeof(uint32_t) << lg_cap, t->nodes != 0);
 	if (children == NULL)
 		return false;
 	for (uint32_t no = 1; no <= t->nodes; no++)
