@@ -637,6 +637,27 @@ tfa_ptr_table_make_room(tfa_ptr_table_t *t, uintptr_t ptr)
 
 /* ---- operations ----------------------------------------------------------------------------- */
 
+tfa_record_t *
+tfa_ptr_fast_probe(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t i, bool shared)
+{
+	tfa_record_t *slots = s->slots;
+	uint64_t cap = s->cap;
+
+	for (uint64_t n = cap;;) {
+		tfa_record_t *slot = &slots[i];
+		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
+		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
+			if (tfa_likely(tfa_ptr_fast_claim(s, slot, key, shared)))
+				return slot;
+			continue; /* lost the slot to another insert (or a signal handler's): look at it again */
+		}
+		/* A stale record of ptr, or (threads filling the shard meanwhile) no slot. */
+		if (tfa_unlikely(key == ptr) || tfa_unlikely(--n == 0))
+			return NULL;
+		i = tfa_ptr_next(i, cap);
+	}
+}
+
 int
 tfa_ptr_insert_after_room(tfa_ptr_table_t *t, tfa_ptr_held_t *h, const tfa_record_t *rec,
 			  tfa_record_t *replaced)

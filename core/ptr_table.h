@@ -663,6 +663,39 @@ tfa_ptr_fast_hold(tfa_ptr_table_t *t, uintptr_t ptr, tfa_thread_rec_t *r)
 }
 
 /*
+ * Claims the free slot (empty, or a tombstone) that held key, for an insert
+ * into s held as tfa_ptr_fast_insert's caller holds it.  false: another
+ * insert (or a signal handler's) took it first.  [hot path]
+ */
+static TFA_ALWAYS_INLINE bool
+tfa_ptr_fast_claim(tfa_ptr_shard_t *s, tfa_record_t *slot, uint64_t key, bool shared)
+{
+	if (!shared) {
+		if (tfa_unlikely(!tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY)))
+			return false;
+		if (key == 0)
+			tfa_local_add_u64(&s->used, 1);
+		tfa_local_add_u64(&s->live_hint, 1);
+		return true;
+	}
+	if (tfa_unlikely(!__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY, false, __ATOMIC_ACQUIRE,
+						      __ATOMIC_RELAXED)))
+		return false;
+	if (key == 0)
+		__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
+	return true;
+}
+
+/*
+ * tfa_ptr_fast_insert's probe from slot i (the home slot, taken or lost):
+ * the slot it claimed, or NULL (a stale record of ptr, or no free slot).
+ * Out of line, so that the common case, a free home slot, keeps its
+ * values in registers (trees 14: the loop's counter and capacity had
+ * lived on the stack).
+ */
+TFA_NOINLINE tfa_record_t *tfa_ptr_fast_probe(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t i, bool shared);
+
+/*
  * Inserts the record of ptr into its shard s, held by the caller (concurrent:
  * announced or locked; otherwise exclusive), when that needs neither room nor
  * the replacement of a stale record.  Returns false, having changed nothing,
@@ -679,34 +712,13 @@ tfa_ptr_fast_insert(tfa_ptr_shard_t *s, uint64_t ptr, uint64_t size_meta, uint64
 	/* Below the limit the shard is mapped and keeps empty slots: every probe ends. */
 	if (tfa_unlikely(used >= __atomic_load_n(&s->fast_limit, __ATOMIC_RELAXED)))
 		return false;
-	tfa_record_t *slots = s->slots;
-	uint64_t cap = s->cap;
 	uint64_t i = tfa_ptr_home_fast(ptr, s->home_range);
-	tfa_record_t *slot;
-	for (uint64_t n = cap;;) {
-		slot = &slots[i];
-		uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
-		if (tfa_likely(key == 0 || TFA_PTR_IS_TOMBSTONE(key))) {
-			if (!shared) {
-				if (tfa_likely(tfa_local_cas_u64(&slot->ptr, key, TFA_PTR_BUSY))) {
-					if (key == 0)
-						tfa_local_add_u64(&s->used, 1);
-					tfa_local_add_u64(&s->live_hint, 1);
-					break;
-				}
-			} else if (tfa_likely(__atomic_compare_exchange_n(&slot->ptr, &key, TFA_PTR_BUSY,
-									   false, __ATOMIC_ACQUIRE,
-									   __ATOMIC_RELAXED))) {
-				if (key == 0)
-					__atomic_fetch_add(&s->used, 1, __ATOMIC_RELAXED);
-				break;
-			}
-			continue; /* lost the slot to another insert (or a signal handler's): look at it again */
-		}
-		/* A stale record of ptr, or (threads filling the shard meanwhile) no slot. */
-		if (tfa_unlikely(key == ptr) || tfa_unlikely(--n == 0))
+	tfa_record_t *slot = &s->slots[i];
+	uint64_t key = __atomic_load_n(&slot->ptr, __ATOMIC_ACQUIRE);
+	if (tfa_unlikely(!((key == 0 || TFA_PTR_IS_TOMBSTONE(key)) && tfa_ptr_fast_claim(s, slot, key, shared)))) {
+		slot = tfa_ptr_fast_probe(s, ptr, i, shared);
+		if (slot == NULL)
 			return false;
-		i = tfa_ptr_next(i, cap);
 	}
 	slot->size_meta = size_meta;
 	slot->id_thread = id_thread;

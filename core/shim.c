@@ -849,7 +849,7 @@ fast_alloc_sampled(tfa_thread_rec_t *trec, size_t nbytes, uint8_t kind, bool zer
  * block).  [hot path]
  */
 static TFA_ALWAYS_INLINE bool
-fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *requested_out, bool *foreign_out,
+fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *allocated_out, bool *foreign_out,
 	      bool single)
 {
 	tfa_ptr_held_t held = { .shard = tfa_ptr_shard_of(&process_table, ptr), .mode = TFA_PTR_EXCLUSIVE };
@@ -859,10 +859,14 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 	int64_t i = tfa_ptr_fast_find(held.shard, ptr);
 	if (tfa_unlikely(i < 0))
 		goto not_served;
-	uint64_t meta = held.shard->slots[i].size_meta;
-	size_t requested = meta & TFA_REQUESTED_MAX;
-	if (tfa_unlikely((meta >> 47) != fast_meta_hi(kind) || requested > TFA_JE_SMALL_MAX
-			 || held.shard->slots[i].tag != 0))
+	/*
+	 * The record's metadata less what a fast block of this kind has above
+	 * bit 47 is its requested size when the rest matches: one comparison
+	 * for both (another backend, kind or alignment leaves a difference of
+	 * 2^47 or more, or wraps).
+	 */
+	uint64_t requested = held.shard->slots[i].size_meta - (fast_meta_hi(kind) << 47);
+	if (tfa_unlikely(requested > TFA_JE_SMALL_MAX || held.shard->slots[i].tag != 0))
 		goto not_served;
 	uint32_t stack_id = held.shard->slots[i].stack_id;
 	tfa_ptr_note_freed(ptr);
@@ -883,7 +887,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *reques
 		fast_site_change(trec, stack_id, -(int64_t)requested, false, single);
 	if (!single)
 		tfa_ptr_table_release(held);
-	*requested_out = requested;
+	*allocated_out = asz;
 	return true;
 
 not_served:
@@ -926,7 +930,7 @@ foreign_free_flags(tfa_thread_rec_t *trec)
 static TFA_ALWAYS_INLINE bool
 fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 {
-	size_t requested;
+	size_t allocated;
 	bool done, foreign = false;
 	/* free keeps errno: the thread's errno, found once (core/thread.c). */
 	int *errno_loc = tfa_tls.errno_loc;
@@ -934,16 +938,23 @@ fast_free(tfa_thread_rec_t *trec, void *p, uint8_t kind)
 
 	shim_enter();
 	if (tfa_likely(__libc_single_threaded))
-		done = fast_unrecord(trec, (uintptr_t)p, kind, &requested, &foreign, true);
+		done = fast_unrecord(trec, (uintptr_t)p, kind, &allocated, &foreign, true);
 	else
-		done = fast_unrecord(trec, (uintptr_t)p, kind, &requested, &foreign, false);
-	/* Counted before jemalloc can hand the address out again. */
-	if (tfa_likely(done))
-		tfa_je_sdallocx(p, requested == 0 ? 1 : requested,
-				tfa_unlikely(foreign) ? foreign_free_flags(trec) : 0);
+		done = fast_unrecord(trec, (uintptr_t)p, kind, &allocated, &foreign, false);
+	/*
+	 * Counted before jemalloc can hand the address out again.  The allocated
+	 * size is a size sdallocx accepts (from the request to the usable size),
+	 * never 0.
+	 */
+	if (tfa_likely(done)) {
+		tfa_je_sdallocx(p, allocated, tfa_unlikely(foreign) ? foreign_free_flags(trec) : 0);
+		shim_exit();
+		*errno_loc = saved_errno;
+		return true;
+	}
 	shim_exit();
 	*errno_loc = saved_errno;
-	return done;
+	return false;
 }
 
 /* ---- sample-only tracking (TFALLOC_TRACK=sampled) ------------------------------------------ */
@@ -1096,13 +1107,9 @@ block_start_fits(uintptr_t p, size_t asz)
  * A block of the private jemalloc without a record: counted, then freed.
  * false: p is not where a block starts (nothing done).  [hot path]
  */
-static TFA_ALWAYS_INLINE bool
-untracked_free(tfa_thread_rec_t *trec, void *ptr)
+static TFA_ALWAYS_INLINE void
+untracked_free_at(tfa_thread_rec_t *trec, void *ptr, size_t asz)
 {
-	size_t asz = tfa_je_sallocx(ptr, 0);
-
-	if (tfa_unlikely(!block_start_fits((uintptr_t)ptr, asz)))
-		return false;
 	if (tfa_likely(trec != NULL)) {
 		if (tfa_likely(__libc_single_threaded))
 			fast_count_untracked(trec, 0, asz, false, true);
@@ -1113,6 +1120,16 @@ untracked_free(tfa_thread_rec_t *trec, void *ptr)
 	}
 	/* Counted before jemalloc can hand the address out again. */
 	tfa_je_sdallocx(ptr, asz, 0);
+}
+
+static TFA_ALWAYS_INLINE bool
+untracked_free(tfa_thread_rec_t *trec, void *ptr)
+{
+	size_t asz = tfa_je_sallocx(ptr, 0);
+
+	if (tfa_unlikely(!block_start_fits((uintptr_t)ptr, asz)))
+		return false;
+	untracked_free_at(trec, ptr, asz);
 	return true;
 }
 
@@ -1461,11 +1478,19 @@ tfa_shim_free_in(void *ptr, uint8_t kind, int track)
 			int *errno_loc = tfa_tls.errno_loc;
 			int saved_errno = *errno_loc;
 			shim_enter();
-			bool freed = untracked_free(trec, ptr);
+			size_t asz = tfa_je_sallocx(ptr, 0);
+			/*
+			 * Each outcome with its own end: a flag kept across
+			 * jemalloc's call cost a register saved, and its test.
+			 */
+			if (tfa_likely(block_start_fits(p, asz))) {
+				untracked_free_at(trec, ptr, asz);
+				shim_exit();
+				*errno_loc = saved_errno;
+				return;
+			}
 			shim_exit();
 			*errno_loc = saved_errno;
-			if (tfa_likely(freed))
-				return;
 			/* Inside a block: the general path says so. */
 		}
 		shim_free_sampled(ptr, kind);
