@@ -28,17 +28,15 @@ TFA_EXPORT void *valloc(size_t size);
 TFA_EXPORT void *pvalloc(size_t size);
 TFA_EXPORT size_t malloc_usable_size(void *ptr);
 
+/*
+ * A size past PTRDIFF_MAX fails, and every NULL comes with ENOMEM: the
+ * general path sees to both (shim_malloc_general), and the fast path's NULL
+ * is jemalloc's, which set it.
+ */
 static TFA_ALWAYS_INLINE void *
 malloc_in(size_t size, int track)
 {
-	if (tfa_unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	void *p = tfa_shim_alloc_in(size, 0, TFA_KIND_MALLOC, false, track);
-	if (tfa_unlikely(p == NULL))
-		errno = ENOMEM;
-	return p;
+	return tfa_shim_alloc_in(size, 0, TFA_KIND_MALLOC, false, track);
 }
 
 static TFA_ALWAYS_INLINE void
