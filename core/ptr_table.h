@@ -221,17 +221,21 @@ tfa_ptr_access(tfa_ptr_held_t h)
 }
 
 /*
- * tfa_ptr_access for the fast path, where the holder nearly always announced
- * a shard of its own: that case first, in one load and two compares (an
- * announced holder's rec is never NULL).  [hot path]
+ * tfa_ptr_access for the fast path, for a hold that tfa_ptr_fast_hold made
+ * for r: the holder nearly always announced a shard of its own, and then
+ * the hold's rec is r.  Given r, the caller keeps no copy of the hold's rec
+ * across its calls (that copy had lived on the stack).  [hot path]
  */
 static TFA_ALWAYS_INLINE int
-tfa_ptr_fast_access(tfa_ptr_held_t h)
+tfa_ptr_fast_access_of(tfa_ptr_held_t h, const tfa_thread_rec_t *r)
 {
-	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)
-	    && tfa_likely(__atomic_load_n(&h.shard->owner, __ATOMIC_RELAXED) == h.rec))
+	if (h.mode == TFA_PTR_EXCLUSIVE)
 		return TFA_PTR_OWN;
-	return tfa_ptr_access(h);
+	tfa_thread_rec_t *owner = __atomic_load_n(&h.shard->owner, __ATOMIC_RELAXED);
+	if (tfa_likely(owner == r) && tfa_likely(h.mode == TFA_PTR_ANNOUNCED))
+		return TFA_PTR_OWN;
+	/* Held by its lock, its owner is someone else as far as this hold goes: tfa_ptr_access. */
+	return owner == NULL ? TFA_PTR_SHARED : TFA_PTR_FOREIGN;
 }
 
 /*
@@ -443,6 +447,18 @@ tfa_ptr_table_release(tfa_ptr_held_t h)
 {
 	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)) {
 		__atomic_store_n(&h.rec->announce[h.depth], NULL, __ATOMIC_RELEASE);
+		tfa_tls.table_depth = h.depth;
+	} else if (h.mode == TFA_PTR_LOCKED) {
+		tfa_unlock(&h.shard->rebuild_lock);
+	}
+}
+
+/* tfa_ptr_table_release of a hold that tfa_ptr_fast_hold made for r (see tfa_ptr_fast_access_of). */
+static TFA_ALWAYS_INLINE void
+tfa_ptr_fast_release(tfa_ptr_held_t h, tfa_thread_rec_t *r)
+{
+	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)) {
+		__atomic_store_n(&r->announce[h.depth], NULL, __ATOMIC_RELEASE);
 		tfa_tls.table_depth = h.depth;
 	} else if (h.mode == TFA_PTR_LOCKED) {
 		tfa_unlock(&h.shard->rebuild_lock);

@@ -748,7 +748,7 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 	int access = TFA_PTR_OWN;
 	if (!single) {
 		held = tfa_ptr_fast_hold(&process_table, ptr, trec);
-		access = tfa_ptr_fast_access(held);
+		access = tfa_ptr_fast_access_of(held, trec);
 	}
 	uint64_t id = tfa_likely(s->next_id < s->id_end) ? s->next_id++ : tfa_tracking_id_block(ta, s);
 	uint64_t id_thread = (id & TFA_ID_MAX) | trec->id_thread_bits;
@@ -761,11 +761,11 @@ fast_record(tfa_thread_rec_t *trec, uint64_t ptr, size_t nbytes, uint8_t kind, u
 		if (tfa_unlikely(stack_id != 0) && ta->sites != NULL)
 			fast_site_change(trec, stack_id, (int64_t)nbytes, true, single);
 		if (!single)
-			tfa_ptr_table_release(held);
+			tfa_ptr_fast_release(held, trec);
 		return;
 	}
 	if (!single)
-		tfa_ptr_table_release(held);
+		tfa_ptr_fast_release(held, trec);
 	tfa_record_t rec = { .ptr = ptr, .size_meta = meta, .id_thread = id_thread, .stack_id = stack_id,
 			     .tag = tag };
 	tfa_tracking_record_block(ta, &rec, asz);
@@ -870,7 +870,7 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *alloca
 		goto not_served;
 	uint32_t stack_id = held.shard->slots[i].stack_id;
 	tfa_ptr_note_freed(ptr);
-	int access = single ? TFA_PTR_OWN : tfa_ptr_fast_access(held);
+	int access = single ? TFA_PTR_OWN : tfa_ptr_fast_access_of(held, trec);
 	if (access == TFA_PTR_OWN) {
 		if (tfa_unlikely(!tfa_ptr_owned_remove(held.shard, (uint64_t)i, ptr)))
 			goto not_served;
@@ -886,13 +886,13 @@ fast_unrecord(tfa_thread_rec_t *trec, uint64_t ptr, uint8_t kind, size_t *alloca
 	if (tfa_unlikely(stack_id != 0) && cpu_tracker.sites != NULL)
 		fast_site_change(trec, stack_id, -(int64_t)requested, false, single);
 	if (!single)
-		tfa_ptr_table_release(held);
+		tfa_ptr_fast_release(held, trec);
 	*allocated_out = asz;
 	return true;
 
 not_served:
 	if (!single)
-		tfa_ptr_table_release(held);
+		tfa_ptr_fast_release(held, trec);
 	return false;
 }
 

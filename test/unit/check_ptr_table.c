@@ -1062,7 +1062,8 @@ START_TEST(test_ptr_table_owner_and_freeing_thread)
 END_TEST
 
 /*
- * The fast path's hold (tfa_ptr_fast_hold) and access (tfa_ptr_fast_access),
+ * The fast path's hold (tfa_ptr_fast_hold), access (tfa_ptr_fast_access_of)
+ * and release (tfa_ptr_fast_release),
  * from a second thread: announced at depths 0 and 1, by the rebuild lock
  * deeper, exclusive while the thread forks (table_depth raised by
  * tfa_ptr_table_forking), each released back to where it started.  The
@@ -1090,19 +1091,31 @@ fast_hold_worker(void *arg)
 	ck_assert_ptr_eq(h0.rec, r);
 	ck_assert_uint_eq(h0.depth, 0);
 	ck_assert_ptr_eq(r->announce[0], h0.shard);
-	ck_assert_int_eq(tfa_ptr_fast_access(h0), TFA_PTR_OWN);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(h0, r), TFA_PTR_OWN);
 	tfa_ptr_held_t h1 = tfa_ptr_fast_hold(&table, hold_main_ptr, r);
 	ck_assert_int_eq(h1.mode, TFA_PTR_ANNOUNCED);
 	ck_assert_uint_eq(h1.depth, 1);
 	ck_assert_ptr_eq(r->announce[1], h1.shard);
-	ck_assert_int_eq(tfa_ptr_fast_access(h1), TFA_PTR_FOREIGN);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(h1, r), TFA_PTR_FOREIGN);
 	tfa_ptr_held_t h2 = tfa_ptr_fast_hold(&table, third, r);
 	ck_assert_int_eq(h2.mode, TFA_PTR_LOCKED);
 	ck_assert_uint_eq(tfa_tls.table_depth, TFA_ANNOUNCE_DEPTH);
-	tfa_ptr_table_release(h2);
-	tfa_ptr_table_release(h1);
+	/* Held by its lock: what tfa_ptr_access says, the shard unowned (third is not mapped). */
+	ck_assert_int_eq(tfa_ptr_fast_access_of(h2, r), TFA_PTR_SHARED);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(h2, r), tfa_ptr_access(h2));
+	tfa_ptr_fast_release(h2, r);
+	tfa_ptr_fast_release(h1, r);
 	ck_assert_ptr_null(r->announce[1]);
-	tfa_ptr_table_release(h0);
+	ck_assert_uint_eq(tfa_tls.table_depth, 1);
+	/* Its own shard held by the lock (announcements full): foreign, as tfa_ptr_access says. */
+	tfa_tls.table_depth = TFA_ANNOUNCE_DEPTH;
+	tfa_ptr_held_t hl = tfa_ptr_fast_hold(&table, mine, r);
+	ck_assert_int_eq(hl.mode, TFA_PTR_LOCKED);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(hl, r), TFA_PTR_FOREIGN);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(hl, r), tfa_ptr_access(hl));
+	tfa_ptr_fast_release(hl, r);
+	tfa_tls.table_depth = 1;
+	tfa_ptr_fast_release(h0, r);
 	ck_assert_ptr_null(r->announce[0]);
 	ck_assert_uint_eq(tfa_tls.table_depth, 0);
 
@@ -1112,7 +1125,7 @@ fast_hold_worker(void *arg)
 	tfa_ptr_held_t hf = tfa_ptr_fast_hold(&table, other, r);
 	ck_assert_int_eq(hf.mode, TFA_PTR_EXCLUSIVE);
 	ck_assert_ptr_null(r->announce[0]);
-	ck_assert_int_eq(tfa_ptr_fast_access(hf), TFA_PTR_OWN);
+	ck_assert_int_eq(tfa_ptr_fast_access_of(hf, r), TFA_PTR_OWN);
 	tfa_ptr_table_release(hf);
 	tfa_ptr_table_forking(false);
 	tfa_tls.holds_all_locks = 0;
