@@ -19,6 +19,7 @@
 #include <stdio.h> /* rename */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1903,6 +1904,8 @@ on_exit_hook(int status, void *arg)
 	(void)err;
 }
 
+static void leak_groups_reserve(void);
+
 void
 tfa_shim_init(void)
 {
@@ -1925,6 +1928,7 @@ tfa_shim_init(void)
 	 */
 	pthread_atfork(tfa_own_maps_prefork, tfa_own_maps_postfork_parent, tfa_own_maps_postfork_child);
 	tfa_tracking_allocator_claim_process_slot(&cpu_tracker);
+	leak_groups_reserve();
 	/* Before jemalloc serves anything: every recorded block of it is in the filter. */
 	sfilter_on = strcmp(opts.track, "sampled") == 0;
 	choose_allocator();
@@ -2016,6 +2020,55 @@ struct leak_walk {
 	double est_bytes; /* sample-only tracking, the cpu's: the sum of the groups' */
 	double est_blocks;
 };
+
+/*
+ * The groups' memory, mapped at start: at the end a process may have no
+ * address space left (a program that ran out of memory), and its profile
+ * must still say what it leaked (mapped at the end, a failed mapping had
+ * left every leak out: 0 leaked blocks, and a leak gate passed).  Its pages
+ * are made as groups fill them, and given back after each profile
+ * (MADV_DONTNEED: zero again for the next).  If the start could not map it
+ * either, a few groups in bss serve: every leak is still counted, those of
+ * further sites in the overflow row.  One profile at a time (profile_lock).
+ */
+#define LEAK_GROUPS_BYTES ((sizeof(struct leak_group) + 2 * sizeof(uint16_t)) << LEAK_GROUPS_LG)
+#define LEAK_FALLBACK_LG  4
+static struct leak_group *leak_groups_mem;
+static struct leak_group leak_fallback_groups[1u << LEAK_FALLBACK_LG];
+static uint16_t leak_fallback_index[2u << LEAK_FALLBACK_LG];
+
+static void
+leak_groups_reserve(void)
+{
+	leak_groups_mem = tfa_arena_map(LEAK_GROUPS_BYTES);
+}
+
+/* Points w at the groups' memory: the mapped groups, or the few in bss. */
+static void
+leak_groups_take(struct leak_walk *w)
+{
+	if (leak_groups_mem != NULL) {
+		w->cap = (size_t)1 << LEAK_GROUPS_LG;
+		w->groups = leak_groups_mem;
+		w->index = (uint16_t *)(leak_groups_mem + w->cap);
+		return;
+	}
+	w->cap = (size_t)1 << LEAK_FALLBACK_LG;
+	w->groups = leak_fallback_groups;
+	w->index = leak_fallback_index;
+}
+
+static void
+leak_groups_give_back(struct leak_walk *w)
+{
+	if (w->groups == leak_groups_mem) {
+		/* Zero for the next profile, and no longer resident. */
+		madvise(leak_groups_mem, LEAK_GROUPS_BYTES, MADV_DONTNEED);
+	} else {
+		memset(leak_fallback_groups, 0, sizeof(leak_fallback_groups));
+		memset(leak_fallback_index, 0, sizeof(leak_fallback_index));
+	}
+}
 
 /* Adds one leaked block to its group of (stack id, resource tag, device, kind). */
 static void
@@ -2884,8 +2937,7 @@ int
 tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 {
 	tfa_allocator_stats_t st;
-	struct leak_walk leaks = { .cap = (size_t)1 << LEAK_GROUPS_LG };
-	size_t groups_bytes = (sizeof(struct leak_group) + 2 * sizeof(uint16_t)) << LEAK_GROUPS_LG;
+	struct leak_walk leaks = { 0 };
 	int err = 0;
 
 	tfa_tls.in_shim++;
@@ -2900,9 +2952,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		return 0;
 	}
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
-	leaks.groups = tfa_arena_map(groups_bytes);
-	if (leaks.groups != NULL)
-		leaks.index = (uint16_t *)(leaks.groups + leaks.cap);
+	leak_groups_take(&leaks);
 	/*
 	 * Leak classes at the end only: a snapshot is taken while the program
 	 * runs, and a signal handler is no place to read /proc and walk the
@@ -2912,7 +2962,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	bool classify = opts.leak_classes && !sample_only && (end_reason == TFA_END_EXIT || end_reason == TFA_END_UNKNOWN);
 	if (classify && final_ctx.stack_lo == 0)
 		capture_final_context();
-	if (leaks.groups != NULL && (!classify || !classify_leaks(&leaks))) {
+	if (!classify || !classify_leaks(&leaks)) {
 		tfa_ptr_table_foreach(&process_table, leak_visit, &leaks);
 		tfa_ptr_table_foreach(tfa_devices_table(), leak_visit, &leaks);
 	}
@@ -2926,7 +2976,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		print_summary(&st, &leaks, err);
 	if (err != 0 && end_reason == TFA_END_RUNNING)
 		snapshot_failed = true;
-	tfa_arena_unmap(leaks.groups, groups_bytes);
+	leak_groups_give_back(&leaks);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -22,6 +22,11 @@ Cases:
                 without tfalloc or the program's own out-of-memory check
                 (status 90) or the loader's refusal (127); the line saying
                 jemalloc could not start is the only other line
+  exit_memory   tp_nomem leaks keeps 5000 blocks of 48 bytes, then sets
+                RLIMIT_AS to the address space in use and returns: no mapping
+                can be had at exit, and the profile still lists the 5000
+                blocks (it listed none: the leak groups were mapped at the
+                end), and the leak gate fails the run (it passed)
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -147,6 +152,21 @@ def case_start_memory(ctx):
                     "%s: unexpected line: %s" % (what, line))
         fell_back += "jemalloc cannot start" in r.err
     T.check(fell_back > 0, "no limit made jemalloc's start-up fall back to glibc")
+
+
+def case_exit_memory(ctx):
+    argv = [ctx.prog("tp_nomem"), "leaks", "5000"]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, 0, "tp_nomem leaks without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem leaks")
+    T.same_output(plain, r, "tp_nomem leaks")
+    proc = T.only_process(rep, "tp_nomem leaks")
+    T.check_exited(proc, 0)
+    mine = sum(l["blocks"] for l in proc.get("leaks", []) if l["bytes"] == 48 * l["blocks"])
+    T.check_range(mine, 5000, 5001, "leaked blocks of 48 bytes in the profile")
+    g = ctx.run_tool(argv, tool_args=["--leak-gate", "--leak-kinds", "all"])
+    T.check_eq(g.returncode, 23, "the leak gate's status\n" + g.describe())
+    T.check("5000 blocks" in g.err or "5001 blocks" in g.err, "the gate's lines:\n" + g.err)
 
 
 def case_backend_enomem(ctx):
@@ -425,6 +445,7 @@ T.main({
     "shim_stacks": case_shim_stacks,
     "start_memory": case_start_memory,
     "backend_enomem": case_backend_enomem,
+    "exit_memory": case_exit_memory,
     "fsize": case_fsize,
     "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,

@@ -24,6 +24,10 @@
 //              too; then 1000 blocks of 100 bytes succeed.  Prints one line per
 //              request and the ledger of what succeeded (THROWS n: the
 //              exceptions thrown, each one runtime malloc outside the ledger).
+//   leaks N    No memory left at the end: N blocks of 48 bytes are made and
+//              kept (their addresses dropped: leaked), then the limit is set to
+//              the address space in use, and main returns.  tfalloc must list
+//              them at exit without a new mapping.  Prints "leaks N ok".
 // "baseline" does nothing.
 #include <new>
 #include <stdint.h>
@@ -150,6 +154,19 @@ stacks_mode(int depth)
 	return 0;
 }
 
+static int
+leaks_mode(long n)
+{
+	for (long i = 0; i < n; i++) {
+		void *p = malloc(48);
+		TP_CHECK(p != nullptr, "block %ld of 48 bytes: errno %d", i, errno);
+		tp_fill(p, 48, (unsigned char)i);
+	}
+	limit_address_space(0);
+	tp_out("leaks %ld ok\n", n);
+	return 0;
+}
+
 static int throws;
 
 static void
@@ -238,6 +255,8 @@ main(int argc, char **argv)
 		return stacks_mode(argc > 2 ? atoi(argv[2]) : 16);
 	if (argc > 1 && strcmp(argv[1], "backend") == 0)
 		return backend_mode();
-	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | baseline\n");
+	if (argc > 1 && strcmp(argv[1], "leaks") == 0)
+		return leaks_mode(argc > 2 ? atol(argv[2]) : 5000);
+	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | leaks [N] | baseline\n");
 	return 2;
 }
