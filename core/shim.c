@@ -19,7 +19,9 @@
 #include <stdio.h> /* rename */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2933,6 +2935,36 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 	return err;
 }
 
+#define FDS_ROOM 16 /* descriptors a profile opens at once, with room to spare */
+
+/*
+ * A process that used up its file descriptors (RLIMIT_NOFILE's soft limit)
+ * had no profile: "no profile: cannot write ...: Too many open files".  When
+ * no descriptor can be had, the soft limit is raised by a few, up to the hard
+ * one, for as long as the profile takes (its file, /proc reads), and put back
+ * after (what is open stays open).  A program with descriptors to spare keeps
+ * its limit untouched: a descriptor is tried first, and given back at once.
+ * Returns whether the limit was raised (*saved: the program's).
+ */
+static bool
+fds_make_room(struct rlimit *saved)
+{
+	int saved_errno = errno;
+	bool raised = false;
+	int fd = eventfd(0, EFD_CLOEXEC);
+
+	if (fd >= 0) {
+		close(fd);
+	} else if (errno == EMFILE && getrlimit(RLIMIT_NOFILE, saved) == 0 && saved->rlim_cur < saved->rlim_max) {
+		struct rlimit more = *saved;
+		more.rlim_cur = saved->rlim_max - saved->rlim_cur > FDS_ROOM ? saved->rlim_cur + FDS_ROOM
+									      : saved->rlim_max;
+		raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
+	}
+	errno = saved_errno;
+	return raised;
+}
+
 int
 tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 {
@@ -2951,6 +2983,8 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		tfa_tls.in_shim--;
 		return 0;
 	}
+	struct rlimit nofile;
+	bool fds_raised = fds_make_room(&nofile);
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leak_groups_take(&leaks);
 	/*
@@ -2977,6 +3011,11 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	if (err != 0 && end_reason == TFA_END_RUNNING)
 		snapshot_failed = true;
 	leak_groups_give_back(&leaks);
+	if (fds_raised) {
+		int saved_errno = errno;
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
+		errno = saved_errno;
+	}
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);

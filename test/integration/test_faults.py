@@ -27,6 +27,16 @@ Cases:
                 can be had at exit, and the profile still lists the 5000
                 blocks (it listed none: the leak groups were mapped at the
                 end), and the leak gate fails the run (it passed)
+  nofile        tp_nomem fds opens /dev/null until EMFILE and exits with a
+                block kept: under RLIMIT_NOFILE 64:4096 the profile is written
+                (it was lost: "Too many open files"; the soft limit is raised
+                while it is written, then put back) and lists the leaks, and
+                the program opened as many descriptors as without tfalloc
+                (TFALLOC_STACKS=none: with unwind tables, libunwind's pipe
+                holds two, see the README's limits; the duplicate of stderr
+                needs a limit above 1021); under 64:64, where nothing can be
+                raised, one line saying why there is no profile, the output
+                the same
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -167,6 +177,29 @@ def case_exit_memory(ctx):
     g = ctx.run_tool(argv, tool_args=["--leak-gate", "--leak-kinds", "all"])
     T.check_eq(g.returncode, 23, "the leak gate's status\n" + g.describe())
     T.check("5000 blocks" in g.err or "5001 blocks" in g.err, "the gate's lines:\n" + g.err)
+
+
+def case_nofile(ctx):
+    argv = [ctx.prog("tp_nomem"), "fds"]
+    for soft, hard in ((64, 4096), (64, 64)):
+        prlimit = ["prlimit", "--nofile=%d:%d" % (soft, hard), "--"]
+        what = "tp_nomem fds under RLIMIT_NOFILE %d:%d" % (soft, hard)
+        plain = ctx._run(prlimit + argv, ctx.env(), None, 60, "plain")
+        T.check_eq(plain.returncode, 0, what + " without tfalloc\n" + plain.describe())
+        out = ctx.mkdtemp("out")
+        r = run_preloaded(ctx, prlimit, argv, outdir=out, env={"TFALLOC_STACKS": "none"})
+        T.same_output(plain, r, what)
+        if soft < hard:
+            T.check_eq(r.err, "", what + ": stderr")
+            proc = T.only_process(ctx.report(out, what), what)
+            T.check_exited(proc, 0)
+            # Without stacks the block kept shares its group (no stack, its class) with the runtime's.
+            leaks = proc.get("leaks", [])
+            T.check(sum(l["blocks"] for l in leaks) >= 1 and sum(l["bytes"] for l in leaks) >= 48,
+                    what + ": the block kept is not among the leaks: %r" % leaks)
+        else:
+            line = stderr_lines(r, what)[0]
+            T.check("no profile: cannot write" in line and "Too many open files" in line, "the line: " + line)
 
 
 def case_backend_enomem(ctx):
@@ -446,6 +479,7 @@ T.main({
     "start_memory": case_start_memory,
     "backend_enomem": case_backend_enomem,
     "exit_memory": case_exit_memory,
+    "nofile": case_nofile,
     "fsize": case_fsize,
     "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,

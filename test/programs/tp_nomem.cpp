@@ -28,6 +28,9 @@
 //              kept (their addresses dropped: leaked), then the limit is set to
 //              the address space in use, and main returns.  tfalloc must list
 //              them at exit without a new mapping.  Prints "leaks N ok".
+//   fds        No file descriptor left at the end: one block of 48 bytes is
+//              kept, /dev/null opened until open fails (EMFILE), main returns.
+//              Prints "fds N" (how many it opened: the same with tfalloc).
 // "baseline" does nothing.
 #include <new>
 #include <stdint.h>
@@ -167,6 +170,21 @@ leaks_mode(long n)
 	return 0;
 }
 
+static int
+fds_mode(void)
+{
+	void *p = malloc(48);
+	TP_CHECK(p != nullptr, "malloc(48)");
+	tp_fill(p, 48, 7);
+	TP_KEEP(p);
+	int n = 0;
+	while (open("/dev/null", O_RDONLY) >= 0)
+		n++;
+	TP_CHECK(errno == EMFILE, "open failed with errno %d, want EMFILE", errno);
+	tp_out("fds %d\n", n);
+	return 0;
+}
+
 static int throws;
 
 static void
@@ -257,6 +275,8 @@ main(int argc, char **argv)
 		return backend_mode();
 	if (argc > 1 && strcmp(argv[1], "leaks") == 0)
 		return leaks_mode(argc > 2 ? atol(argv[2]) : 5000);
-	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | leaks [N] | baseline\n");
+	if (argc > 1 && strcmp(argv[1], "fds") == 0)
+		return fds_mode();
+	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | leaks [N] | fds | baseline\n");
 	return 2;
 }
