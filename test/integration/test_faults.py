@@ -108,16 +108,22 @@ def run_preloaded(ctx, prefix, argv, env=None, outdir=None, cwd=None):
 # ---- memory -----------------------------------------------------------------
 
 
+def run_both(ctx, argv, what):
+    """argv without tfalloc (status 0), then preloaded: the same output.
+    Returns the preloaded run and its process's report."""
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.returncode, 0, "%s without tfalloc\n%s" % (what, plain.describe()))
+    r, rep = ctx.run_and_report(argv, via="preload", what=what)
+    T.same_output(plain, r, what)
+    return plain, r, T.only_process(rep, what)
+
+
 def case_shim_memory(ctx):
     argv = [ctx.prog("tp_nomem"), "shim", "300000"]
-    plain = ctx.run_plain(argv)
-    T.check_eq(plain.returncode, 0, "tp_nomem shim without tfalloc\n" + plain.describe())
-    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem shim")
-    T.same_output(plain, r, "tp_nomem shim")
+    _, r, proc = run_both(ctx, argv, "tp_nomem shim")
     line = stderr_lines(r, "tp_nomem shim")[0]
     T.check("stops recording" in line and "the program continues" in line,
             "the line does not say recording stopped: " + line)
-    proc = T.only_process(rep, "tp_nomem shim")
     T.check_exited(proc, 0)
     T.check_eq(proc.get("degraded"), True, "degraded")
     # What was recorded before is there; the 300000 blocks after are not all.
@@ -129,13 +135,9 @@ def case_shim_memory(ctx):
 
 def case_shim_stacks(ctx):
     argv = [ctx.prog("tp_nomem"), "stacks", "16"]
-    plain = ctx.run_plain(argv)
-    T.check_eq(plain.returncode, 0, "tp_nomem stacks without tfalloc\n" + plain.describe())
-    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem stacks")
-    T.same_output(plain, r, "tp_nomem stacks")
+    _, r, proc = run_both(ctx, argv, "tp_nomem stacks")
     line = stderr_lines(r, "tp_nomem stacks")[0]
     T.check("new call stacks are not recorded" in line, "the line: " + line)
-    proc = T.only_process(rep, "tp_nomem stacks")
     T.check_exited(proc, 0)
     T.check_eq((proc.get("degraded"), proc.get("stacks_lost")), (False, True), "degraded, stacks_lost")
     T.check_ge(T.device(proc)["num_allocs"], 1 << 16, "allocations counted")
@@ -166,11 +168,7 @@ def case_start_memory(ctx):
 
 def case_exit_memory(ctx):
     argv = [ctx.prog("tp_nomem"), "leaks", "5000"]
-    plain = ctx.run_plain(argv)
-    T.check_eq(plain.returncode, 0, "tp_nomem leaks without tfalloc\n" + plain.describe())
-    r, rep = ctx.run_and_report(argv, via="preload", what="tp_nomem leaks")
-    T.same_output(plain, r, "tp_nomem leaks")
-    proc = T.only_process(rep, "tp_nomem leaks")
+    _, _, proc = run_both(ctx, argv, "tp_nomem leaks")
     T.check_exited(proc, 0)
     mine = sum(l["blocks"] for l in proc.get("leaks", []) if l["bytes"] == 48 * l["blocks"])
     T.check_range(mine, 5000, 5001, "leaked blocks of 48 bytes in the profile")
@@ -203,14 +201,9 @@ def case_nofile(ctx):
 
 
 def case_backend_enomem(ctx):
-    path = ctx.prog("tp_nomem")
-    plain = ctx.run_plain([path, "backend"])
-    T.check_eq(plain.returncode, 0, "tp_nomem backend without tfalloc\n" + plain.describe())
+    plain, r, proc = run_both(ctx, [ctx.prog("tp_nomem"), "backend"], "tp_nomem backend")
     T.check("malloc 256M: NULL ENOMEM" in plain.out, "without tfalloc:\n" + plain.describe())
-    r, rep = ctx.run_and_report([path, "backend"], via="preload", what="tp_nomem backend")
-    T.same_output(plain, r, "tp_nomem backend")
     T.check_eq(r.err, "", "stderr")
-    proc = T.only_process(rep, "tp_nomem backend")
     T.check_exited(proc, 0)
     T.check_eq(proc.get("degraded"), False, "degraded")
     T.check_consistent(proc, allocator=ctx.allocator)
