@@ -29,7 +29,7 @@
 	X(LIMIT,          limit,          size, 0,      "bytes_limit of the cpu device: allocations that would pass it fail with ENOMEM; 0: none") \
 	X(CUDA_LIMIT,     cuda_limit,     str,  "",     "bytes_limit per CUDA device: ORDINAL:SIZE[,...] (e.g. 0:8G,1:4G; host:SIZE and managed:SIZE for pinned host and managed memory); allocations past it fail with the API's out-of-memory error") \
 	X(CUDA_TRACE,     cuda_trace,     bool, false,  "log on stderr every CUDA function tfalloc hands out in place of the driver's or the runtime's (dlsym, cuGetProcAddress, cudaGetDriverEntryPoint)") \
-	X(OUTPUT,         output,         str,  "",     "directory for profile files; empty: the working directory at start") \
+	X(OUTPUT,         output,         str,  "",     "directory for profile files (relative: from the working directory at start); empty: the working directory at start") \
 	X(QUIET,          quiet,          bool, false,  "no summary line on stderr at exit")                     \
 	X(PROFILE,        profile,        bool, true,   "write a profile file at exit")                          \
 	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \

@@ -1908,6 +1908,41 @@ on_exit_hook(int status, void *arg)
 
 static void leak_groups_reserve(void);
 
+/*
+ * Where profiles go: TFALLOC_OUTPUT, or the working directory; a relative
+ * TFALLOC_OUTPUT from the working directory at start, made absolute here: a
+ * program that changes directory (a daemon's chdir("/")) had its profile
+ * looked for under the new one, and lost ("No such file or directory"), or
+ * written into another directory of that name.  Kept relative only when the
+ * absolute name would not fit.
+ */
+static void
+set_outdir(void)
+{
+	char cwd[sizeof(proc.outdir)];
+
+	if (opts.output[0] == '/') {
+		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
+		return;
+	}
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		memcpy(proc.outdir, opts.output[0] != '\0' ? opts.output : ".", sizeof(proc.outdir));
+		return;
+	}
+	if (opts.output[0] == '\0') {
+		memcpy(proc.outdir, cwd, sizeof(proc.outdir));
+		return;
+	}
+	size_t n = strlen(cwd), m = strlen(opts.output);
+	if (n + 1 + m >= sizeof(proc.outdir)) {
+		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
+		return;
+	}
+	memcpy(proc.outdir, cwd, n);
+	proc.outdir[n] = '/';
+	memcpy(proc.outdir + n + 1, opts.output, m + 1);
+}
+
 void
 tfa_shim_init(void)
 {
@@ -1952,11 +1987,7 @@ tfa_shim_init(void)
 	if (opts.profile && opts.flush_interval_ms != 0)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
-	if (opts.output[0] != '\0') {
-		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
-	} else if (getcwd(proc.outdir, sizeof(proc.outdir)) == NULL) {
-		memcpy(proc.outdir, ".", 2);
-	}
+	set_outdir();
 	proc.exit_hooked = on_exit(on_exit_hook, NULL) == 0;
 	if (opts.catch_signals)
 		install_signal_handlers();

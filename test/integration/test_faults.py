@@ -59,7 +59,11 @@ Cases:
                 tfalloc report -o /dev/full: one line, status 1
   output_dir    the output directory missing, a read-only file system
                 (tmpfs mounted ro; skipped where mount is refused), a file:
-                one line naming the path, output and status unchanged
+                one line naming the path, output and status unchanged; a
+                relative one is taken from the working directory at start:
+                tp_leaks chdir leaves for another directory holding one of
+                the same name, and the profile is where it was asked for
+                (it was lost, or written there)
   symlink       symlinks planted, by another user, where the profile and its
                 temporary file will go, in a sticky world-writable directory:
                 the files they point to are untouched, the profile is a
@@ -339,6 +343,17 @@ def case_output_dir(ctx):
     T.check(not os.path.exists(missing), "the shim created the missing directory")
     with open(afile) as f:
         T.check_eq(f.read(), "x", "the file given as the directory")
+
+    start = ctx.mkdtemp("start")
+    elsewhere = os.path.join(start, "elsewhere")
+    for d in (os.path.join(start, "out"), os.path.join(elsewhere, "out")):
+        os.makedirs(d)
+    chdir_argv = [ctx.prog("tp_leaks"), "chdir", elsewhere]
+    r = ctx.run_preload(chdir_argv, outdir="out", cwd=start)
+    T.same_output(ctx.run_plain(chdir_argv, cwd=start), r, "TFALLOC_OUTPUT=out, then chdir")
+    T.check_eq(r.err, "", "TFALLOC_OUTPUT=out, then chdir: stderr")
+    T.check_eq(os.listdir(os.path.join(elsewhere, "out")), [], "profiles in the directory the program moved to")
+    T.only_process(ctx.report(os.path.join(start, "out"), "TFALLOC_OUTPUT=out"), "TFALLOC_OUTPUT=out")
 
     r, d = run_on_tmpfs(ctx, "ro,size=64k", argv)
     T.same_output(plain, r, "a read-only output directory")

@@ -17,7 +17,8 @@
  * depth 13, each branch a call from another place), and prints "SITES 8192".
  * With "reused" it frees a block of 48 bytes, loses the next block of 48
  * bytes (the allocator's cache gives the same address back) and prints
- * "REUSED 1" when the address was the same.
+ * "REUSED 1" when the address was the same.  With "chdir DIR" it does the
+ * same work and leaves for DIR before it returns (a daemon's chdir).
  */
 #include "tp_common.h"
 
@@ -150,5 +151,7 @@ main(int argc, char **argv)
 
 	tp_out("leaks done\n");
 	tp_l_print();
+	if (argc > 2 && strcmp(argv[1], "chdir") == 0)
+		TP_CHECK(chdir(argv[2]) == 0, "chdir %s", argv[2]);
 	return status;
 }
