@@ -5,6 +5,7 @@
 #include <link.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "core/arena.h"
@@ -190,6 +191,42 @@ tfa_modules_changed(void)
 	       || c[1] != __atomic_load_n(&seen_subs, __ATOMIC_RELAXED);
 }
 
+/*
+ * /proc/self/exe, or without /proc (a chroot or sandbox that does not mount
+ * it) the name execve was given (AT_EXECFN), made absolute from the working
+ * directory: the first call's (the shim's start), kept for the later ones,
+ * which may come after the program changed directory.
+ */
+size_t
+tfa_modules_exe_path(char *out, size_t cap)
+{
+	static char found[4096];
+	static size_t found_len;
+
+	if (found_len == 0) {
+		ssize_t n = readlink("/proc/self/exe", found, sizeof(found) - 1);
+		if (n > 0) {
+			found_len = (size_t)n;
+		} else {
+			const char *fn = (const char *)getauxval(AT_EXECFN);
+			size_t len = fn != NULL ? strlen(fn) : 0, at = 0;
+			if (len > 0 && fn[0] != '/' && getcwd(found, sizeof(found)) != NULL) {
+				at = strlen(found);
+				found[at++] = '/';
+			}
+			if (len > 0 && at + len < sizeof(found)) {
+				memcpy(found + at, fn, len);
+				found_len = at + len;
+			}
+		}
+		found[found_len] = '\0';
+	}
+	if (found_len == 0 || found_len >= cap)
+		return 0;
+	memcpy(out, found, found_len + 1);
+	return found_len;
+}
+
 bool
 tfa_modules_refresh(uint32_t stamp)
 {
@@ -197,13 +234,8 @@ tfa_modules_refresh(uint32_t stamp)
 
 	if (!tfa_trylock(&modules_lock))
 		return false;
-	if (exe_path[0] == '\0') {
-		ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
-		if (n <= 0)
-			memcpy(exe_path, "[executable]", sizeof("[executable]"));
-		else
-			exe_path[n] = '\0';
-	}
+	if (exe_path[0] == '\0' && tfa_modules_exe_path(exe_path, sizeof(exe_path)) == 0)
+		memcpy(exe_path, "[executable]", sizeof("[executable]"));
 	/* Read before the walk: a load during it makes the next check refresh again. */
 	dl_iterate_phdr(peek_counters, c);
 	struct refresh r = { .stamp = stamp, .generation = ++generation };

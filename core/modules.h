@@ -55,6 +55,13 @@ typedef struct tfa_module_s {
 bool tfa_modules_refresh(uint32_t stamp);
 
 /*
+ * The executable's absolute path into out (cap bytes): /proc/self/exe, or
+ * without /proc the name execve was given, from the working directory at
+ * the first call.  Returns its length, or 0 when unknown or too long.
+ */
+size_t tfa_modules_exe_path(char *out, size_t cap);
+
+/*
  * Whether objects were loaded or unloaded since the last refresh, from the
  * loader's own counters (dlpi_adds, dlpi_subs): one dl_iterate_phdr call
  * that stops at the first object.  [takes loader lock]

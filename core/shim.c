@@ -1741,12 +1741,25 @@ capture_identity(void)
 			proc.command[i] = ' ';
 	proc.command[n] = '\0';
 
-	ssize_t e = readlink("/proc/self/exe", proc.exe, sizeof(proc.exe) - 1);
-	proc.exe[e > 0 ? e : 0] = '\0';
+	if (tfa_modules_exe_path(proc.exe, sizeof(proc.exe)) == 0)
+		proc.exe[0] = '\0';
 
 	n = read_small_file("/proc/self/comm", proc.comm, sizeof(proc.comm));
 	while (n > 0 && proc.comm[n - 1] == '\n')
 		proc.comm[--n] = '\0';
+	/*
+	 * Without /proc (a chroot or sandbox that does not mount it): argv[0]
+	 * for the command, and the kernel's own default for the name, the
+	 * executable's base name cut to 15 bytes.  They had been empty: a
+	 * summary line "tfalloc[PID]: : peak ...", a profile named "x".
+	 */
+	if (proc.command[0] == '\0')
+		tfa_snprintf(proc.command, sizeof(proc.command), "%s", program_invocation_name);
+	if (proc.comm[0] == '\0') {
+		const char *slash = strrchr(proc.exe, '/');
+		const char *base = proc.exe[0] == '\0' ? program_invocation_short_name : slash != NULL ? slash + 1 : proc.exe;
+		tfa_snprintf(proc.comm, 16, "%s", base);
+	}
 }
 
 static void

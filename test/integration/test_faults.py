@@ -64,6 +64,12 @@ Cases:
                 tp_leaks chdir leaves for another directory holding one of
                 the same name, and the profile is where it was asked for
                 (it was lost, or written there)
+  no_proc       tp_leaks with /proc unmounted (a private mount namespace;
+                skipped where that is refused), as in a chroot or sandbox:
+                the profile is named after the program and says its command
+                (argv[0]) and executable (the name execve was given), and the
+                leaks' stacks are symbolized (they were "[executable]+0x..."
+                in a profile named "x", the summary line "tfalloc[PID]: :")
   symlink       symlinks planted, by another user, where the profile and its
                 temporary file will go, in a sticky world-writable directory:
                 the files they point to are untouched, the profile is a
@@ -361,6 +367,32 @@ def case_output_dir(ctx):
     T.check(d in line and "Read-only file system" in line, "the line: " + line)
 
 
+def case_no_proc(ctx):
+    if not private_mount_ok(ctx, "size=64k"):
+        raise T.Skip("cannot mount in a private mount namespace here")
+    argv = [ctx.prog("tp_leaks")]
+    plain = ctx.run_plain(argv)
+    out = ctx.mkdtemp("out")
+    script = 'umount -l /proc || exit 99\nexport LD_PRELOAD="$TFA_LIB"\nexec "$@"\n'
+    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"] + argv
+    r = ctx._run(cmd, ctx.env({"TFA_LIB": ctx.lib, "TFALLOC_OUTPUT": out, "TFALLOC_QUIET": "1"}), None, 60,
+                 "no /proc", out)
+    if r.returncode == 99:
+        raise T.Skip("cannot unmount /proc in a private mount namespace here")
+    T.same_output(plain, r, "tp_leaks without /proc")
+    T.check_eq(r.err, "", "tp_leaks without /proc: stderr")
+    files = os.listdir(out)
+    T.check(len(files) == 1 and files[0].startswith("tfalloc.tp_leaks."), "the profile's name: %r" % files)
+    rep = ctx.report(out, "no /proc")
+    proc = T.only_process(rep, "no /proc")
+    T.check_eq((proc["comm"], proc["command"], os.path.realpath(proc["exe"])),
+               ("tp_leaks", argv[0], os.path.realpath(argv[0])), "comm, command, exe")
+    frames = rep["frames"]
+    mains = [f for f in frames if f.get("function") == "main" and os.path.realpath(f.get("module", "")) ==
+             os.path.realpath(argv[0])]
+    T.check(mains, "no frame symbolized as main in tp_leaks: %r" % frames[:4])
+
+
 def case_symlink(ctx):
     shared = ctx.mkdtemp("shared")
     os.chmod(shared, 0o1777)
@@ -492,6 +524,7 @@ T.main({
     "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,
     "output_dir": case_output_dir,
+    "no_proc": case_no_proc,
     "symlink": case_symlink,
     "exit_paths": case_exit_paths,
     "control_user": case_control_user,
