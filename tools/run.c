@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -47,6 +49,9 @@
 /* The kernel follows at most this many levels of #! interpreters. */
 #define RUN_MAX_SCRIPT_DEPTH 4
 
+/* How long the leak gate waits for processes that outlive CMD (--orphans-wait). */
+#define RUN_ORPHANS_WAIT_MS 10000
+
 struct run_opts {
 	const char *output;
 	const char *allocator;
@@ -54,6 +59,7 @@ struct run_opts {
 	const char *tag_by;
 	const char *track;
 	bool quiet;
+	long orphans_wait_ms; /* the gate's wait for what outlives CMD (run_reap_orphans) */
 	tfa_gate_opts_t gate;
 	char **cmd; /* NULL-terminated */
 };
@@ -102,6 +108,9 @@ tfa_run_usage(FILE *f)
 	      "  --no-fail-on-errors  memory errors do not fail the gate\n"
 	      "  --junit FILE       JUnit XML: a testcase per process, a failure per leak\n"
 	      "  --sarif FILE       SARIF 2.1.0: a result per leak site\n"
+	      "  --orphans-wait SECONDS  processes CMD started that outlive it are waited for\n"
+	      "                     this long (default 10), then judged; those still running\n"
+	      "                     are named in a line, not judged\n"
 	      "  -h, --help         this help\n"
 	      "Options may also be written --output=DIR.\n"
 	      "\n"
@@ -166,6 +175,7 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 	int i;
 
 	memset(o, 0, sizeof(*o));
+	o->orphans_wait_ms = RUN_ORPHANS_WAIT_MS;
 	tfa_gate_opts_init(&o->gate);
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -233,6 +243,19 @@ run_parse_args(int argc, char **argv, struct run_opts *o)
 				o->gate.max_leak_bytes = n;
 			else
 				o->gate.max_leak_blocks = n;
+			o->gate.enabled = true;
+			continue;
+		}
+		if ((rc = run_option_value(argc, argv, &i, "--orphans-wait", &v)) != 0) {
+			char *end;
+			long n = rc > 0 ? strtol(v, &end, 10) : 0;
+			if (rc < 0)
+				return -1;
+			if (*v < '0' || *v > '9' || *end != '\0' || n > 86400) {
+				run_fail("--orphans-wait %s: not a number of seconds from 0 to 86400", tfa_shown(v));
+				return -1;
+			}
+			o->orphans_wait_ms = n * 1000;
 			o->gate.enabled = true;
 			continue;
 		}
@@ -853,6 +876,49 @@ run_command(char **cmd, bool *ran)
 	return TFA_EXIT_RUN_FAILED;
 }
 
+/*
+ * The leak gate judges every process the command started, those that
+ * outlive it too (a daemon forked twice, a pipeline's last stage left
+ * behind): tfalloc is their subreaper (PR_SET_CHILD_SUBREAPER), so they come
+ * back to it as orphans when their parents exit, and it waits for them,
+ * wait_ms at most (--orphans-wait; RUN_ORPHANS_WAIT_MS by default).  Before, the gate read the profiles there
+ * were when the command's own process exited, and passed a run whose
+ * grandchild leaked a second later.  Returns how many were still running.
+ */
+static unsigned
+run_reap_orphans(long wait_ms)
+{
+	struct timespec start, now, pause = { 0, 10 * 1000 * 1000 };
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		pid_t p = waitpid(-1, NULL, WNOHANG);
+		if (p > 0)
+			continue;
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p < 0) /* ECHILD: none left */
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (ms >= wait_ms)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	/* Still running: our children now, listed by the kernel (CONFIG_PROC_CHILDREN). */
+	char path[64], buf[4096];
+	unsigned n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t got = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		for (ssize_t i = 0; i < got; i++)
+			n += buf[i] == ' ';
+	}
+	return n > 0 ? n : 1;
+}
+
 int
 tfa_cmd_run(int argc, char **argv)
 {
@@ -895,7 +961,11 @@ tfa_cmd_run(int argc, char **argv)
 		rc = TFA_EXIT_RUN_FAILED;
 		goto out_free;
 	}
+	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */
+	if (o.gate.enabled)
+		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	rc = run_command(o.cmd, &ran);
+	unsigned running = ran && o.gate.enabled ? run_reap_orphans(o.orphans_wait_ms) : 0;
 	/*
 	 * From here the status is CMD's (or the gate's): tfalloc's own lines and
 	 * reports must not turn it into a death by a full quota (see main) or by
@@ -909,6 +979,10 @@ tfa_cmd_run(int argc, char **argv)
 		run_print_shell_word(stderr, dir);
 		fputc('\n', stderr);
 	}
+	if (running > 0)
+		fprintf(stderr, "tfalloc: leak gate: %u process%s the command started still run%s after %ld s: "
+		        "not judged\n", running, running == 1 ? "" : "es", running == 1 ? "s" : "",
+		        o.orphans_wait_ms / 1000);
 	if (ran && o.gate.enabled)
 		rc = tfa_leak_gate(dir, &o.gate, rc);
 out_free:

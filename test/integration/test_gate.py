@@ -19,6 +19,12 @@ Cases:
   tree           a shell running two leaking programs: both are gated, named by
                  pid (each leak site once, then the other process's pid: the
                  same leak), and by command line in a line per failing process
+  orphans        tp_fork orphan: the command's process exits at once, its
+                 grandchild (an orphan by then) leaks 777 bytes 300 ms later:
+                 the gate waits for it and fails (it passed: it read the
+                 profiles there were when the command's process exited); with
+                 one more that sleeps 30 s, --orphans-wait 1 judges after a
+                 second and says 1 process still runs, not judged
   killed         a process killed by a signal: its leaks are not counted, the
                  command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
@@ -40,6 +46,7 @@ import json
 import os
 import re
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -198,6 +205,21 @@ def case_tree(ctx):
     T.check_eq(set(cmds), pids, "pids of the failing processes")
 
 
+def case_orphans(ctx):
+    path = ctx.prog("tp_fork")
+    r = gate(ctx, [path, "orphan", "300"], ["--leak-gate"] + ALL, 23, "an orphan that leaks")
+    T.check(re.search(r"tfalloc: leak: pid \d+ \(tp_fork\): 777 bytes in 1 block \(\w+\) at orphan", r.err),
+            "the orphan's leak:\n" + r.err)
+    T.check("still run" not in r.err, "a line of processes still running:\n" + r.err)
+    t0 = time.monotonic()
+    r = gate(ctx, [path, "orphan", "300", "30"], ["--leak-gate", "--orphans-wait", "1"] + ALL, 23,
+             "an orphan that leaks, one that sleeps")
+    T.check(time.monotonic() - t0 < 20, "tfalloc run waited for the sleeping process")
+    T.check("tfalloc: leak gate: 1 process the command started still runs after 1 s: not judged" in r.err,
+            "the line of the process still running:\n" + r.err)
+    T.check("777 bytes in 1 block" in r.err, "the orphan's leak:\n" + r.err)
+
+
 def case_killed(ctx):
     path = ctx.prog("tp_signal")
     r = gate(ctx, [path, "15"], ["--leak-gate"] + ALL, 143, "killed by SIGTERM")
@@ -235,7 +257,8 @@ def case_usage(ctx):
                       (["--leak-exitcode", "x"], "--leak-exitcode x: not a status"),
                       (["--max-leak-bytes", "-1"], "--max-leak-bytes -1: not a size"),
                       (["--max-leak-blocks", "1K"], None),
-                      (["--junit"], "option --junit needs a value")):
+                      (["--junit"], "option --junit needs a value"),
+                      (["--orphans-wait", "-1"], "--orphans-wait -1: not a number of seconds")):
         r = ctx.run_tool([path], tool_args=args)
         if msg is None:
             continue
@@ -325,6 +348,7 @@ def case_quiet(ctx):
 
 T.main({
     "fails": case_fails,
+    "orphans": case_orphans,
     "budget": case_budget,
     "suppressions": case_suppressions,
     "program_failed": case_program_failed,

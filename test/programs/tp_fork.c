@@ -25,6 +25,13 @@
  * children through _exit()); every 4th child first forks a grandchild that
  * does the same on one thread.  Prints "GRANDCHILD pid" lines too.
  *
+ * Mode "orphan MS [HOLD]": a daemon's double fork: the child forks a
+ * grandchild and exits at once, the parent exits without waiting; the
+ * grandchild, an orphan by then, leaks 777 bytes after MS milliseconds and
+ * exits 0.  With HOLD, the child first forks another that sleeps HOLD
+ * seconds (every descriptor but stdin closed, as a daemon's) and exits
+ * without leaking.
+ *
  * Prints "PARENT pid" and "CHILD pid" lines.
  */
 #include <pthread.h>
@@ -179,11 +186,44 @@ fork_storm(int children)
 	return 0;
 }
 
+static int
+orphan(int ms, int hold)
+{
+	pid_t child = fork();
+	TP_CHECK(child >= 0, "fork");
+	if (child == 0) {
+		if (hold > 0) {
+			pid_t h = fork();
+			TP_CHECK(h >= 0, "fork");
+			if (h == 0) {
+				/* As a daemon does: every descriptor closed (tfalloc's copy of stderr too). */
+				close(1);
+				close(2);
+				closefrom(3);
+				sleep((unsigned)hold);
+				_exit(0);
+			}
+		}
+		pid_t g = fork();
+		TP_CHECK(g >= 0, "fork");
+		if (g == 0) {
+			usleep((useconds_t)ms * 1000);
+			TP_KEEP(malloc(777));
+			return 0;
+		}
+		_exit(0);
+	}
+	tp_out("PARENT %d\n", (int)getpid());
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	if (tp_is_baseline(argc, argv))
 		return 0;
+	if (argc > 2 && strcmp(argv[1], "orphan") == 0)
+		return orphan(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0);
 	if (argc > 2 && strcmp(argv[1], "threads") == 0)
 		return fork_threads(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "storm") == 0)
