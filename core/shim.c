@@ -1939,7 +1939,7 @@ set_outdir(void)
 		return;
 	}
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
-		memcpy(proc.outdir, opts.output[0] != '\0' ? opts.output : ".", sizeof(proc.outdir));
+		tfa_snprintf(proc.outdir, sizeof(proc.outdir), "%s", opts.output[0] != '\0' ? opts.output : ".");
 		return;
 	}
 	if (opts.output[0] == '\0') {

@@ -881,8 +881,8 @@ run_command(char **cmd, bool *ran)
  * outlive it too (a daemon forked twice, a pipeline's last stage left
  * behind): tfalloc is their subreaper (PR_SET_CHILD_SUBREAPER), so they come
  * back to it as orphans when their parents exit, and it waits for them,
- * wait_ms at most (--orphans-wait; RUN_ORPHANS_WAIT_MS by default).  Before, the gate read the profiles there
- * were when the command's own process exited, and passed a run whose
+ * wait_ms at most (--orphans-wait).  Before, the gate read the profiles
+ * there were when the command's own process exited, and passed a run whose
  * grandchild leaked a second later.  Returns how many were still running.
  */
 static unsigned
