@@ -80,6 +80,7 @@ struct gate {
 	bool oom;
 	bool bad_input;
 	size_t sampled; /* sample-only profiles: refused */
+	size_t stale;   /* profiles of processes that started before the run (since_ns) */
 	size_t failed, gated, not_gated;
 	uint64_t errors_total;
 };
@@ -396,6 +397,10 @@ gate_read_profiles(struct gate *gt, const char *dir)
 			if (tfa_profile_read_file(names[i], p, err, sizeof(err)) < 0) {
 				fprintf(stderr, "tfalloc: leak gate: %s\n", err);
 				gt->bad_input = true;
+			} else if (gt->g->since_ns != 0 && p->start_ns < gt->g->since_ns) {
+				/* An earlier run's, in a reused directory: its verdict was that run's. */
+				gt->stale++;
+				tfa_profile_free(p);
 			} else if (p->track == TFA_PROF_TRACK_SAMPLED) {
 				/* What it did not sample is unknown: no verdict can come from it. */
 				fprintf(stderr, "tfalloc: leak gate: %s: refused: sample-only tracking "
@@ -413,6 +418,9 @@ gate_read_profiles(struct gate *gt, const char *dir)
 		free(names[i]);
 	}
 	free(names);
+	if (gt->stale > 0)
+		fprintf(stderr, "tfalloc: leak gate: %zu profile%s in %s from before this run: not judged\n", gt->stale,
+		        gt->stale == 1 ? "" : "s", tfa_shown(dir));
 }
 
 /* ---- the verdict --------------------------------------------------------------------------- */

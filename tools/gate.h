@@ -32,6 +32,12 @@ typedef struct tfa_gate_opts_s {
 	size_t nsuppressions;
 	const char *junit;       /* NULL: none */
 	const char *sarif;
+	/*
+	 * CLOCK_REALTIME when the run began (0: none): a profile of a process
+	 * that started before it is an earlier run's, left in a reused output
+	 * directory, and is not judged.
+	 */
+	uint64_t since_ns;
 } tfa_gate_opts_t;
 
 /* Defaults: exit code 23, budget 0, definite and indirect leaks, errors fail. */

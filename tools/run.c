@@ -964,6 +964,10 @@ tfa_cmd_run(int argc, char **argv)
 	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */
 	if (o.gate.enabled)
 		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	/* Profiles of processes that started before this are an earlier run's (a reused --output). */
+	struct timespec began;
+	if (clock_gettime(CLOCK_REALTIME, &began) == 0)
+		o.gate.since_ns = (uint64_t)began.tv_sec * 1000000000u + (uint64_t)began.tv_nsec;
 	rc = run_command(o.cmd, &ran);
 	unsigned running = ran && o.gate.enabled ? run_reap_orphans(o.orphans_wait_ms) : 0;
 	/*

@@ -25,6 +25,9 @@ Cases:
                  profiles there were when the command's process exited); with
                  one more that sleeps 30 s, --orphans-wait 1 judges after a
                  second and says 1 process still runs, not judged
+  reused_dir     the same --output for two runs: the second (tp_empty, no
+                 leak) passes, and one line says the first run's profile was
+                 not judged (it failed on the first run's leaks)
   killed         a process killed by a signal: its leaks are not counted, the
                  command's status (128+N) is the run's
   kinds          tp_leak_classes: by default only definitely and indirectly lost
@@ -220,6 +223,17 @@ def case_orphans(ctx):
     T.check("777 bytes in 1 block" in r.err, "the orphan's leak:\n" + r.err)
 
 
+def case_reused_dir(ctx):
+    out = ctx.mkdtemp("reused")
+    r = ctx.run_tool([ctx.prog("tp_sites")], outdir=out, tool_args=["--leak-gate"] + ALL)
+    T.check_eq(r.returncode, 23, "the first run, which leaks\n" + r.describe())
+    r = ctx.run_tool([ctx.prog("tp_empty")], outdir=out, tool_args=["--leak-gate"] + ALL)
+    T.check_eq(r.returncode, 0, "the second run, which leaks nothing, in the same directory\n" + r.describe())
+    T.check("tfalloc: leak gate: 1 profile in %s from before this run: not judged" % out in r.err,
+            "the line of the earlier run's profile:\n" + r.err)
+    T.check_eq(len(os.listdir(out)), 2, "profiles in the directory (both runs', none removed)")
+
+
 def case_killed(ctx):
     path = ctx.prog("tp_signal")
     r = gate(ctx, [path, "15"], ["--leak-gate"] + ALL, 143, "killed by SIGTERM")
@@ -349,6 +363,7 @@ def case_quiet(ctx):
 T.main({
     "fails": case_fails,
     "orphans": case_orphans,
+    "reused_dir": case_reused_dir,
     "budget": case_budget,
     "suppressions": case_suppressions,
     "program_failed": case_program_failed,
