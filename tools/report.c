@@ -1875,6 +1875,13 @@ text_overview(FILE *f, struct report *r)
 	fputc('\n', f);
 }
 
+/* A file whose frames are shown as offsets, and why (tfa_sym_cache_problems). */
+static void
+text_symbol_problem(void *arg, const char *why)
+{
+	fprintf(arg, "symbols: %s\n", why);
+}
+
 static void
 report_text(FILE *f, struct report *r)
 {
@@ -1912,6 +1919,8 @@ report_text(FILE *f, struct report *r)
 		text_count(f, errors, "error", "errors");
 		fputc('\n', f);
 	}
+	/* Frames shown as offsets say why once, at the end, not in every stack. */
+	tfa_sym_cache_problems(report_sym_cache, text_symbol_problem, f);
 }
 
 /* --------------------------------------------------------------------------

@@ -77,6 +77,25 @@ tfa_sym_cache_free(tfa_sym_cache_t *c)
 	free(c);
 }
 
+size_t
+tfa_sym_cache_problems(const tfa_sym_cache_t *c, void (*fn)(void *arg, const char *why), void *arg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; c != NULL && i < c->n; i++) {
+		const char *why = NULL;
+		const struct sym_cache_entry *e = &c->entries[i];
+		if (e->sym == NULL || e->path[0] == '\0' || e->path[0] == '[')
+			continue;
+		uint32_t flags = tfa_symbolizer_module_state(e->sym, 0, &why);
+		if (flags == 0 || why == NULL || why[0] == '\0')
+			continue;
+		fn(arg, why);
+		n++;
+	}
+	return n;
+}
+
 /*
  * The entry of m's file: same path and build id (a file without one is
  * matched by path and mapped size, which a rebuild seldom keeps).  NULL when

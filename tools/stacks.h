@@ -37,6 +37,16 @@ tfa_sym_cache_t *tfa_sym_cache_new(void); /* NULL: out of memory */
 void tfa_sym_cache_free(tfa_sym_cache_t *c); /* NULL: no-op */
 
 /*
+ * Calls fn with the reason (tfa_symbolizer_module_state's message) of every
+ * file the cache was asked for that could not serve its frames as recorded:
+ * not the file the process mapped (a rebuilt executable), gone, not ELF.
+ * Pseudo files ([vdso], anonymous code) are left out: they never have one.
+ * A file found another way (by build id) is listed too, with the file used.
+ * Returns how many.
+ */
+size_t tfa_sym_cache_problems(const tfa_sym_cache_t *c, void (*fn)(void *arg, const char *why), void *arg);
+
+/*
  * The symbols of a profile's stacks: each address is resolved in the module
  * that held it when its stack was recorded (the map's seen_at/gone_at
  * stamps), also when a library was unloaded and another mapped at its

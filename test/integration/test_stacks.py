@@ -29,6 +29,11 @@ Cases:
                  and line; stripped of everything: frames give module and
                  offset (the same offsets as the unstripped binary's), never
                  a wrong name
+  rebuilt        tp_sites copied, profiled, then its file replaced by another
+                 program's, then removed: the text report shows its frames as
+                 module and offset and says why, once, at the end ("symbols:
+                 PATH: not the file the process mapped (its build id was ...)",
+                 then "No such file or directory"); it had said nothing
   diff           tfalloc report --diff of tp_sites with 64 and with 128
                  cache blocks (two runs, other addresses): the cache site grew
                  by 64 blocks, 256 KiB, and no other site changed
@@ -365,6 +370,25 @@ def case_debuglink(ctx):
             "text report of the stripped binary: module+offset frames\n" + text[:2000])
 
 
+def case_rebuilt(ctx):
+    import shutil
+    d = ctx.mkdtemp("bin")
+    path = os.path.join(d, "tp_sites")
+    shutil.copy2(ctx.prog("tp_sites"), path)
+    _, rep = ctx.run_and_report([path], what="tp_sites copied")
+    outdir = os.path.dirname(T.only_process(rep, "tp_sites copied")["file"])
+    for what, change, why in (("rebuilt", lambda: shutil.copy2(ctx.prog("tp_empty"), path),
+                               "%s: not the file the process mapped (its build id was " % path),
+                              ("removed", lambda: os.unlink(path), "%s: No such file or directory" % path)):
+        change()
+        text = ctx._run([ctx.tool, "report", outdir], ctx.env(), None, 60, "report")
+        T.check_eq(text.returncode, 0, what + ": text report\n" + text.describe())
+        lines = [l for l in text.out.splitlines() if l.startswith("symbols: ")]
+        T.check(len(lines) == 1 and lines[0].startswith("symbols: " + why),
+                "%s: the line saying why its frames are offsets: %r" % (what, lines))
+        T.check(" in cache_alloc " not in text.out, what + ": a function named from another file")
+
+
 def case_diff(ctx):
     path = ctx.prog("tp_sites")
     runs = []
@@ -625,6 +649,7 @@ T.main({
     "dlopen": case_dlopen,
     "max_stacks": case_max_stacks,
     "debuglink": case_debuglink,
+    "rebuilt": case_rebuilt,
     "diff": case_diff,
     "errors": case_errors,
     "python3": case_python3,
