@@ -442,18 +442,12 @@ tfa_ptr_table_hold(tfa_ptr_table_t *t, uintptr_t ptr)
 	return h;
 }
 
-static TFA_ALWAYS_INLINE void
-tfa_ptr_table_release(tfa_ptr_held_t h)
-{
-	if (tfa_likely(h.mode == TFA_PTR_ANNOUNCED)) {
-		__atomic_store_n(&h.rec->announce[h.depth], NULL, __ATOMIC_RELEASE);
-		tfa_tls.table_depth = h.depth;
-	} else if (h.mode == TFA_PTR_LOCKED) {
-		tfa_unlock(&h.shard->rebuild_lock);
-	}
-}
-
-/* tfa_ptr_table_release of a hold that tfa_ptr_fast_hold made for r (see tfa_ptr_fast_access_of). */
+/*
+ * Lets the shard of h go; r is the record that announced it, when h was
+ * announced.  The fast paths pass the thread's own record (a hold that
+ * tfa_ptr_fast_hold made for r has it), so that they keep no copy of h.rec
+ * across their calls (see tfa_ptr_fast_access_of).
+ */
 static TFA_ALWAYS_INLINE void
 tfa_ptr_fast_release(tfa_ptr_held_t h, tfa_thread_rec_t *r)
 {
@@ -463,6 +457,12 @@ tfa_ptr_fast_release(tfa_ptr_held_t h, tfa_thread_rec_t *r)
 	} else if (h.mode == TFA_PTR_LOCKED) {
 		tfa_unlock(&h.shard->rebuild_lock);
 	}
+}
+
+static TFA_ALWAYS_INLINE void
+tfa_ptr_table_release(tfa_ptr_held_t h)
+{
+	tfa_ptr_fast_release(h, h.rec);
 }
 
 /*
