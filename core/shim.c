@@ -1106,10 +1106,7 @@ block_start_fits(uintptr_t p, size_t asz)
 	return (p & mask) == 0;
 }
 
-/*
- * A block of the private jemalloc without a record: counted, then freed.
- * false: p is not where a block starts (nothing done).  [hot path]
- */
+/* A block of the private jemalloc without a record, of asz usable bytes: counted, then freed.  [hot path] */
 static TFA_ALWAYS_INLINE void
 untracked_free_at(tfa_thread_rec_t *trec, void *ptr, size_t asz)
 {
@@ -1125,6 +1122,7 @@ untracked_free_at(tfa_thread_rec_t *trec, void *ptr, size_t asz)
 	tfa_je_sdallocx(ptr, asz, 0);
 }
 
+/* untracked_free_at, its size from jemalloc.  false: p is not where a block starts (nothing done). */
 static TFA_ALWAYS_INLINE bool
 untracked_free(tfa_thread_rec_t *trec, void *ptr)
 {
@@ -2768,7 +2766,7 @@ write_records(tfa_pw_t *w, uint32_t end_reason, int32_t exit_code, const tfa_all
 	tfa_devices_write_timelines(w);
 	tfa_control_write_records(w);
 
-	size_t ngroups = leaks->groups != NULL ? leaks->ngroups : 0;
+	size_t ngroups = leaks->ngroups;
 	for (size_t i = 0; i <= ngroups; i++) {
 		const struct leak_group *g = i == ngroups ? &leaks->overflow : &leaks->groups[i];
 		if (g->blocks == 0)
@@ -2831,7 +2829,7 @@ print_device_summaries(const struct leak_walk *leaks)
 		if (ta == NULL)
 			continue;
 		tfa_tracking_allocator_get_stats(ta, &d);
-		for (size_t k = 0; leaks->groups != NULL && k < leaks->ngroups; k++) {
+		for (size_t k = 0; k < leaks->ngroups; k++) {
 			const struct leak_group *g = &leaks->groups[k];
 			if (g->blocks != 0 && g->device == c) {
 				bytes += g->bytes;

@@ -1875,7 +1875,7 @@ text_overview(FILE *f, struct report *r)
 	fputc('\n', f);
 }
 
-/* A file whose frames are shown as offsets, and why (tfa_sym_cache_problems). */
+/* A file that could not serve as recorded, and why (tfa_sym_cache_problems). */
 static void
 text_symbol_problem(void *arg, const char *why)
 {
@@ -1919,7 +1919,7 @@ report_text(FILE *f, struct report *r)
 		text_count(f, errors, "error", "errors");
 		fputc('\n', f);
 	}
-	/* Frames shown as offsets say why once, at the end, not in every stack. */
+	/* Why a file's frames are offsets (or come from another file): once, at the end, not in every stack. */
 	tfa_sym_cache_problems(report_sym_cache, text_symbol_problem, f);
 }
 
