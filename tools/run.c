@@ -883,13 +883,16 @@ run_command(char **cmd, bool *ran)
  * back to it as orphans when their parents exit, and it waits for them,
  * wait_ms at most (--orphans-wait).  Before, the gate read the profiles
  * there were when the command's own process exited, and passed a run whose
- * grandchild leaked a second later.  Returns how many were still running.
+ * grandchild leaked a second later.  Returns whether some still run; pids
+ * (cap bytes) gets their pids, as the kernel lists a process's children
+ * (CONFIG_PROC_CHILDREN), or "" when it cannot be read.
  */
-static unsigned
-run_reap_orphans(long wait_ms)
+static bool
+run_reap_orphans(long wait_ms, char *pids, size_t cap)
 {
 	struct timespec start, now, pause = { 0, 10 * 1000 * 1000 };
 
+	pids[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		pid_t p = waitpid(-1, NULL, WNOHANG);
@@ -898,25 +901,24 @@ run_reap_orphans(long wait_ms)
 		if (p < 0 && errno == EINTR)
 			continue;
 		if (p < 0) /* ECHILD: none left */
-			return 0;
+			return false;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
 		if (ms >= wait_ms)
 			break;
 		nanosleep(&pause, NULL);
 	}
-	/* Still running: our children now, listed by the kernel (CONFIG_PROC_CHILDREN). */
-	char path[64], buf[4096];
-	unsigned n = 0;
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		ssize_t got = read(fd, buf, sizeof(buf) - 1);
+		ssize_t got = read(fd, pids, cap - 1);
 		close(fd);
-		for (ssize_t i = 0; i < got; i++)
-			n += buf[i] == ' ';
+		while (got > 0 && (pids[got - 1] == ' ' || pids[got - 1] == '\n'))
+			got--;
+		pids[got > 0 ? got : 0] = '\0';
 	}
-	return n > 0 ? n : 1;
+	return true;
 }
 
 int
@@ -969,7 +971,8 @@ tfa_cmd_run(int argc, char **argv)
 	if (clock_gettime(CLOCK_REALTIME, &began) == 0)
 		o.gate.since_ns = (uint64_t)began.tv_sec * 1000000000u + (uint64_t)began.tv_nsec;
 	rc = run_command(o.cmd, &ran);
-	unsigned running = ran && o.gate.enabled ? run_reap_orphans(o.orphans_wait_ms) : 0;
+	char orphans[512];
+	bool running = ran && o.gate.enabled && run_reap_orphans(o.orphans_wait_ms, orphans, sizeof(orphans));
 	/*
 	 * From here the status is CMD's (or the gate's): tfalloc's own lines and
 	 * reports must not turn it into a death by a full quota (see main) or by
@@ -983,10 +986,10 @@ tfa_cmd_run(int argc, char **argv)
 		run_print_shell_word(stderr, dir);
 		fputc('\n', stderr);
 	}
-	if (running > 0)
-		fprintf(stderr, "tfalloc: leak gate: %u process%s the command started still run%s after %ld s: "
-		        "not judged\n", running, running == 1 ? "" : "es", running == 1 ? "s" : "",
-		        o.orphans_wait_ms / 1000);
+	if (running)
+		fprintf(stderr, "tfalloc: leak gate: processes the command started still run after %ld s%s%s%s: "
+		        "not judged\n", o.orphans_wait_ms / 1000, orphans[0] != '\0' ? " (pid " : "", orphans,
+		        orphans[0] != '\0' ? ")" : "");
 	if (ran && o.gate.enabled)
 		rc = tfa_leak_gate(dir, &o.gate, rc);
 out_free:
