@@ -128,7 +128,7 @@ typedef struct tfa_ptr_shard_s {
 	/* Changed only while operations are excluded; NULL: shared. */
 	tfa_thread_rec_t *owner;
 	uint64_t cap;        /* slots, a multiple of TFA_PTR_CAP_STEP; 0: nothing mapped yet */
-	uint64_t home_range; /* cap - 15: the range of chunk places (tfa_ptr_home) */
+	uint64_t home_range; /* the range of chunk places (tfa_ptr_home_range) */
 	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
 	 * or starved shards, which only the general insert serves). */
 	uint64_t fast_limit;
@@ -293,9 +293,16 @@ tfa_ptr_fast_access_of(tfa_ptr_held_t h, const tfa_thread_rec_t *r)
  * cache: 4.9 M misses with a hashed home, 1.2 M).  The chunk's place is the
  * Fibonacci hash of its address.  Larger chunks save more misses but make
  * longer runs, and runs at hashed places merge into clusters (512-byte
- * chunks: a heap of 8-byte blocks took 2x the instructions).
+ * chunks: a heap of 8-byte blocks took 2x the instructions).  How long the
+ * clusters grow depends on where the heap lies: with 256-byte chunks (16
+ * slots), `trees 16` without stacks took 357 to 658 ms of CPU time as a few
+ * allocations before the run moved its blocks (`trees 16 LAYOUT`, LAYOUT 0
+ * to 5; one free in seven then passed 16 to 127 other records), and 362 or 440 ms in
+ * two runs of the same layout (the address space's random base moves the
+ * places too).  128-byte chunks (8 slots): 370 to 445 ms, most layouts
+ * 373 to 381; 64-byte chunks: 383 to 420 ms (plain jemalloc: 137 to 144).
  */
-#define TFA_PTR_CHUNK_LG 8
+#define TFA_PTR_CHUNK_LG 7
 
 static TFA_ALWAYS_INLINE uint64_t
 tfa_ptr_home_fast(uintptr_t p, uint64_t home_range)
@@ -308,14 +315,14 @@ tfa_ptr_home_fast(uintptr_t p, uint64_t home_range)
 	key = (key >> TFA_PTR_CHUNK_LG) | (key << (64 - TFA_PTR_CHUNK_LG)); /* a rotation */
 	/*
 	 * The top of the hash scaled to [0, home_range) by a multiply-high (any
-	 * capacity, no division); a chunk's 16 slots then end before cap, with
+	 * capacity, no division); a chunk's slots then end before cap, with
 	 * no wrap to compute.
 	 */
 	uint64_t chunk = (uint64_t)(((unsigned __int128)(key * UINT64_C(0x9E3779B97F4A7C15)) * home_range) >> 64);
 	return chunk + ((p >> 4) & ((1u << (TFA_PTR_CHUNK_LG - 4)) - 1));
 }
 
-/* The range of chunk places in a shard of cap slots: each place is followed by its chunk's 16 slots. */
+/* The range of chunk places in a shard of cap slots: each place is followed by its chunk's slots. */
 static TFA_ALWAYS_INLINE uint64_t
 tfa_ptr_home_range(uint64_t cap)
 {
