@@ -668,7 +668,8 @@ tfa_html_begin(tfa_html_t *h, FILE *out)
 }
 
 int
-tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable)
+tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable, char *const *symbols,
+             size_t nsymbols)
 {
 	if (h->data != NULL) {
 		tfa_json_end_array(&h->j);
@@ -677,6 +678,11 @@ tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable)
 		for (size_t i = 0; i < nunreadable; i++)
 			tfa_json_string(&h->j, unreadable[i]);
 		tfa_json_end_array(&h->j);
+		tfa_json_key(&h->j, "symbols");
+		tfa_json_begin_array(&h->j);
+		for (size_t i = 0; i < nsymbols; i++)
+			tfa_json_string(&h->j, symbols[i]);
+		tfa_json_end_array(&h->j);
 		tfa_json_end_object(&h->j);
 		/* A write error of the filter shows on out, where the caller looks. */
 		if (fclose(h->data) != 0 && !ferror(h->out))
@@ -684,7 +690,7 @@ tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable)
 		h->data = NULL;
 	} else {
 		fputs("{\"tfalloc_version\": \"" TFA_VERSION "\", \"processes\": [], "
-		      "\"unreadable\": [\"out of memory\"]}\n",
+		      "\"unreadable\": [\"out of memory\"], \"symbols\": []}\n",
 		      h->out);
 	}
 	fputs("</script>\n<script>\n", h->out);

@@ -48,11 +48,13 @@ void tfa_html_process(tfa_html_t *h, const tfa_profile_t *p, const char *file,
                       tfa_profile_symbols_t *sym);
 
 /*
- * Adds the messages of the files that could not be read, closes the data and
- * writes the rest of the page.  Returns 0, or -1 when memory ran out on the
- * way (after "tfalloc: report: out of memory" on stderr; the page is complete
- * but misses data).  Write errors are the caller's to check on out.
+ * Adds the messages of the files that could not be read, and of the files
+ * whose frames are shown as offsets (why: tfa_sym_cache_problems), closes the
+ * data and writes the rest of the page.  Returns 0, or -1 when memory ran out
+ * on the way (after "tfalloc: report: out of memory" on stderr; the page is
+ * complete but misses data).  Write errors are the caller's to check on out.
  */
-int tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable);
+int tfa_html_end(tfa_html_t *h, char *const *unreadable, size_t nunreadable, char *const *symbols,
+                 size_t nsymbols);
 
 #endif /* TFA_TOOLS_HTML_H */

@@ -1026,6 +1026,54 @@ json_process(tfa_json_t *j, struct report_entry *e)
 	tfa_json_end_object(j);
 }
 
+/* What tfa_sym_cache_problems says, kept for the JSON and HTML reports. */
+struct symbol_problems {
+	char **why;
+	size_t n, cap;
+	bool oom;
+};
+
+static void
+symbol_problem_keep(void *arg, const char *why)
+{
+	struct symbol_problems *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap != 0 ? l->cap * 2 : 8;
+		char **v = realloc(l->why, cap * sizeof(*v));
+		if (v == NULL) {
+			l->oom = true;
+			return;
+		}
+		l->why = v;
+		l->cap = cap;
+	}
+	l->why[l->n] = strdup(why);
+	if (l->why[l->n] == NULL)
+		l->oom = true;
+	else
+		l->n++;
+}
+
+/* The files whose frames are shown as offsets, and why, once every stack is symbolized. */
+static struct symbol_problems
+symbol_problems_collect(void)
+{
+	struct symbol_problems l = { 0 };
+
+	tfa_sym_cache_problems(report_sym_cache, symbol_problem_keep, &l);
+	return l;
+}
+
+static void
+symbol_problems_free(struct symbol_problems *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->why[i]);
+	free(l->why);
+	*l = (struct symbol_problems){ 0 };
+}
+
 static int
 report_json(FILE *f, struct report *r)
 {
@@ -1070,8 +1118,16 @@ report_json(FILE *f, struct report *r)
 	for (size_t i = 0; i < r->nfailures; i++)
 		tfa_json_string(&j, r->failures[i]);
 	tfa_json_end_array(&j);
+	/* Frames shown as offsets say why once, here, not in every stack. */
+	struct symbol_problems problems = symbol_problems_collect();
+	tfa_json_key(&j, "symbols");
+	tfa_json_begin_array(&j);
+	for (size_t i = 0; i < problems.n; i++)
+		tfa_json_string(&j, problems.why[i]);
+	tfa_json_end_array(&j);
 	tfa_json_end_object(&j);
-	bool oom = stacks.oom || frames.oom;
+	bool oom = stacks.oom || frames.oom || problems.oom;
+	symbol_problems_free(&problems);
 	json_stacks_free(&stacks);
 	json_stacks_free(&frames);
 	json_stacks = json_frames = NULL;
@@ -1088,7 +1144,14 @@ report_html(FILE *f, struct report *r)
 	for (size_t i = 0; i < r->n; i++)
 		tfa_html_process(&h, &r->entries[i].prof, r->entries[i].file,
 		                 entry_symbolizer(&r->entries[i]));
-	return tfa_html_end(&h, r->failures, r->nfailures);
+	struct symbol_problems problems = symbol_problems_collect();
+	int rc = tfa_html_end(&h, r->failures, r->nfailures, problems.why, problems.n);
+	if (problems.oom && rc == 0) {
+		fputs("tfalloc: report: out of memory\n", stderr);
+		rc = -1;
+	}
+	symbol_problems_free(&problems);
+	return rc;
 }
 
 /* --------------------------------------------------------------------------

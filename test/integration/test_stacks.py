@@ -387,6 +387,16 @@ def case_rebuilt(ctx):
         T.check(len(lines) == 1 and lines[0].startswith("symbols: " + why),
                 "%s: the line saying why its frames are offsets: %r" % (what, lines))
         T.check(" in cache_alloc " not in text.out, what + ": a function named from another file")
+        # The JSON and the HTML page say it too, in their data.
+        js = ctx._run([ctx.tool, "report", "--format", "json", outdir], ctx.env(), None, 60, "report json")
+        T.check_eq(js.returncode, 0, what + ": JSON report\n" + js.describe())
+        got = __import__("json").loads(js.out)["symbols"]
+        T.check(len(got) == 1 and got[0] == lines[0][len("symbols: "):],
+                "%s: the JSON's symbols: %r" % (what, got))
+        page = ctx._run([ctx.tool, "report", "--format", "html", outdir], ctx.env(), None, 60, "report html")
+        T.check_eq(page.returncode, 0, what + ": HTML report\n" + page.describe())
+        data = page.out.split('<script type="application/json" id="tfa-data">\n', 1)[1].split("</script>", 1)[0]
+        T.check_eq(__import__("json").loads(data)["symbols"], got, what + ": the page's symbols")
 
 
 def case_diff(ctx):

@@ -427,6 +427,7 @@ NASTY_EXE = "/opt/a&b/<x>\"y\"/prog"
 NASTY_COMM = "<i>it</i>"
 NASTY_DETAIL = "</script><img src=x onerror=alert(1)>"
 POKE = "tfa_fixture::Widget<int>::poke(int, tfa_symfix_site*)"
+NASTY_LIB = "/opt/gone<b>&amp;/libgone.so"  # mapped by the process, gone since
 
 
 def nasty_profile(pid):
@@ -443,7 +444,8 @@ def nasty_profile(pid):
                   total_bytes=500),
         config(),
         module(lib, bias, bias, bias + 0x5000),
-        stacks({1: [poke, cxx], 2: [outer], 3: [0x1234]}),
+        module(NASTY_LIB, 0x7F1000000000, 0x7F1000000000, 0x7F1000001000),
+        stacks({1: [poke, cxx], 2: [outer], 3: [0x1234, 0x7F1000000100]}),
         site(1, 1, 4000, 0, 0, 4000),
         site(2, 1, 2000, 2000, 1, 2000),
         site(3, 1, 3000, 1000, 1, 1000),
@@ -472,6 +474,7 @@ def case_escaping():
     eq((p["command"], p["exe"], p["comm"]), (NASTY_COMMAND, NASTY_EXE, NASTY_COMM),
        "the strings survive the escaping")
     eq(data["unreadable"], [f"{bad}: not a tfalloc profile (bad magic)"], "unreadable")
+    eq(data["symbols"], [f"{NASTY_LIB}: No such file or directory"], "why a file's frames are offsets")
     names = [f[0] for f in p["frames"]]
     check(POKE in names, f"the C++ frame is symbolized: {names}")
     inlined = {f[0]: f[4] for f in p["frames"]}
@@ -489,6 +492,9 @@ def case_escaping():
     unreadable = dom.by_id("tfa-unreadable")
     check(unreadable is not None and f"{bad}: not a tfalloc profile" in unreadable.all_text(),
           "the unreadable file is listed")
+    gone = dom.by_id("tfa-symbols")
+    check(gone is not None and f"{NASTY_LIB}: No such file or directory" in gone.all_text(),
+          "the file whose frames are offsets is listed, as text")
     values, names = frames_of(dom.by_id("tfa-flame-peak"))
     eq(names[:2], ["all", "device cpu"], "the root, then the devices, largest first")
     check("device cuda:0" in names, f"each device under the root: {names}")

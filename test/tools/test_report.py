@@ -121,10 +121,11 @@ def case_json_single():
     path = write("one.prof", sample_profile())
     doc, err = report_json(path)
     eq(err, "", "stderr")
-    eq(list(doc.keys()), ["processes", "stack_table", "frames", "unreadable"], "top-level keys")
+    eq(list(doc.keys()), ["processes", "stack_table", "frames", "unreadable", "symbols"], "top-level keys")
     # Every stack once, in the table, as indices into frames; an unknown stack is the empty list.
     eq((doc["stack_table"], doc["frames"]), ([[]], []), "stack_table and frames")
     eq(doc["unreadable"], [], "unreadable")
+    eq(doc["symbols"], [], "symbols: every file served its frames")
     eq(len(doc["processes"]), 1, "processes")
     p = doc["processes"][0]
     want = {

@@ -1038,6 +1038,13 @@
       body.appendChild(el('div', { 'class': 'warnbox', id: 'tfa-unreadable' }, [
         el('b', { text: plural(data.unreadable.length, 'file', 'files') + ' could not be read:' }), ul]));
     }
+    if (data.symbols && data.symbols.length) {
+      var sl = el('ul');
+      data.symbols.forEach(function (m) { sl.appendChild(el('li', { 'class': 'mono', text: m })); });
+      body.appendChild(el('div', { 'class': 'warnbox', id: 'tfa-symbols' }, [
+        el('b', { text: 'Frames shown as file+offset: ' +
+                        plural(data.symbols.length, 'file', 'files') + ' could not be symbolized as recorded:' }), sl]));
+    }
     if (!procs.length) {
       body.appendChild(el('div', { 'class': 'empty', text: 'No profile to show.' }));
       return;
