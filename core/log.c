@@ -268,6 +268,18 @@ tfa_log_init(void)
 }
 
 int
+tfa_fd_far(int fd)
+{
+	int saved_errno = errno;
+	int far = fcntl(fd, F_DUPFD_CLOEXEC, LOG_FD_MIN);
+
+	if (far >= 0)
+		close(fd);
+	errno = saved_errno;
+	return far >= 0 ? far : fd;
+}
+
+int
 tfa_log_fd(void)
 {
 	struct stat st;

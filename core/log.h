@@ -45,6 +45,14 @@ void tfa_log_init(void);
 int tfa_log_fd(void);
 
 /*
+ * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
+ * a program that closed its descriptors and opens others does not take its
+ * number: returns the new one, or fd itself when none is free there (a soft
+ * RLIMIT_NOFILE of 1021 or less).  errno is kept.
+ */
+int tfa_fd_far(int fd);
+
+/*
  * One line on stderr, "tfalloc[PID]: message\n".  Messages longer than 1 KiB
  * are cut.  [never allocates]
  */

@@ -204,6 +204,25 @@ static struct {
  * walks took 0.9 s of CPU time this way (half of it in the kernel), 0.01 s
  * by unw_backtrace, which keeps what it learnt of each frame in that cache.
  */
+/* Calls of the shim's into libunwind the thread is in (a signal handler's walk may nest). */
+static __thread unsigned in_libunwind;
+
+bool
+tfa_unwind_in_libunwind(void)
+{
+	return in_libunwind != 0;
+}
+
+/* unw_backtrace, as a call of the shim's (tfa_unwind_in_libunwind). */
+static int
+libunwind_trace(void **buffer, int size)
+{
+	in_libunwind++;
+	int got = libunwind.backtrace(buffer, size);
+	in_libunwind--;
+	return got;
+}
+
 static TFA_NOINLINE int
 libunwind_backtrace(void **buffer, int size)
 {
@@ -211,9 +230,12 @@ libunwind_backtrace(void **buffer, int size)
 	unw_cursor_t cursor;
 	int n = 0;
 
+	in_libunwind++;
 	/* From the caller's frame on, as unw_backtrace's entries begin. */
-	if (libunwind.getcontext(&uc) != 0 || libunwind.init_local(&cursor, &uc) < 0 || libunwind.step(&cursor) <= 0)
+	if (libunwind.getcontext(&uc) != 0 || libunwind.init_local(&cursor, &uc) < 0 || libunwind.step(&cursor) <= 0) {
+		in_libunwind--;
 		return 0;
+	}
 	while (n < size) {
 		unw_word_t ip;
 		if (libunwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0)
@@ -222,6 +244,7 @@ libunwind_backtrace(void **buffer, int size)
 		if (libunwind.step(&cursor) <= 0)
 			break;
 	}
+	in_libunwind--;
 	return n;
 }
 
@@ -276,7 +299,7 @@ unwind_capture_slow(int got, uintptr_t anchor, uintptr_t *pcs, unsigned max, uns
 		return (unsigned)got;
 	}
 	void *frames[TFA_UNWIND_FRAMES_MAX];
-	got = libunwind.backtrace(frames, (int)want);
+	got = libunwind_trace(frames, (int)want);
 	return from_anchor(frames, got, anchor, pcs, max, skip);
 }
 
@@ -313,7 +336,7 @@ verify(const uintptr_t *pcs, unsigned n, uintptr_t anchor, unsigned max, unsigne
 
 	if (want > TFA_UNWIND_FRAMES_MAX || want < max)
 		want = TFA_UNWIND_FRAMES_MAX;
-	int their_got = libunwind.backtrace(theirs, (int)want);
+	int their_got = libunwind_trace(theirs, (int)want);
 	unsigned nb = from_anchor(theirs, their_got, anchor, b, max, skip);
 	__atomic_fetch_add(&tfa_unwind_verify.walks, 1, __ATOMIC_RELAXED);
 	if (n == nb && memcmp(pcs, b, n * sizeof(b[0])) == 0)
@@ -366,7 +389,10 @@ libunwind_load(void)
 
 	/* Without its rule cache, cfi.c refuses every walk, and libunwind serves them all. */
 	(void)tfa_cfi_init();
+	/* libunwind's first call makes its pipe (tfa_unwind_in_libunwind). */
+	in_libunwind++;
 	set_caching_policy(*local_addr_space, UNW_CACHE_PER_THREAD);
+	in_libunwind--;
 	libunwind.flush_cache = flush_cache;
 	libunwind.local_addr_space = local_addr_space;
 	libunwind.getcontext = getcontext;

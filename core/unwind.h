@@ -115,6 +115,17 @@ int tfa_unwind_init(tfa_stacks_mode_t mode) TFA_MUST_CHECK;
 void tfa_unwind_started(void);
 
 /*
+ * Whether the calling thread is inside a call of the shim's into libunwind.
+ * libunwind validates the memory it reads in some frames (a signal frame, a
+ * frame without unwind tables) by writing a byte of it to a pipe of its own,
+ * made on its first use, and reading it back.  A program that closes its
+ * descriptors and opens files under those numbers (a daemon's start) had
+ * libunwind read and write its files: the pipe is made far above the
+ * program's descriptors instead (preload/fd_hooks.c).
+ */
+bool tfa_unwind_in_libunwind(void);
+
+/*
  * Stores in pcs[0..max) the return addresses of the calling function and of
  * its callers (see "frame 0" above), after dropping `skip` frames; returns
  * how many were stored.  [hot path] [never allocates in TFA_STACKS_FP]

@@ -37,6 +37,12 @@ Cases:
                 needs a limit above 1021); under 64:64, where nothing can be
                 raised, one line saying why there is no profile, the output
                 the same
+  closed_fds    tp_closefds closes every descriptor from 3 on, opens its
+                input and output at 3 and 4, and allocates in signal
+                handlers (walked by libunwind): with each stack mode its
+                output is the same as without tfalloc (with unwind tables,
+                libunwind's pipe had been at 3 and 4: it read 3 bytes of the
+                input and wrote 3 into the output)
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -208,6 +214,29 @@ def case_nofile(ctx):
         else:
             line = stderr_lines(r, what)[0]
             T.check("no profile: cannot write" in line and "Too many open files" in line, "the line: " + line)
+
+
+def case_closed_fds(ctx):
+    """A daemon's start: the program closes every descriptor from 3 on and
+    opens its own files at 3 and 4, then allocates in signal handlers, whose
+    frames tfalloc's walker hands to libunwind.  libunwind checks memory
+    through a pipe of its own: made at 3 and 4, it read the program's input
+    and wrote into its output.  With each stack mode: the same output as
+    without tfalloc, and the handler's blocks are in the profile."""
+    for mode in ("unwind", "fp", "none"):
+        what = "tp_closefds with TFALLOC_STACKS=%s" % mode
+        d = ctx.mkdtemp("files")
+        plain = ctx.run_plain([ctx.prog("tp_closefds"), d])
+        T.check_eq(plain.returncode, 0, what + " without tfalloc\n" + plain.describe())
+        T.check("descriptors 3 4" in plain.out and "input offset 24" in plain.out, plain.describe())
+        d = ctx.mkdtemp("files")
+        r, rep = ctx.run_and_report([ctx.prog("tp_closefds"), d], via="preload", what=what,
+                                    env={"TFALLOC_STACKS": mode})
+        T.same_output(plain, r, what)
+        T.check_eq(r.err, "", what + ": stderr")
+        proc = T.only_process(rep, what)
+        T.check_exited(proc, 0)
+        T.check(T.device(proc)["num_allocs"] >= 64, what + ": the handler's 64 blocks are counted")
 
 
 def case_backend_enomem(ctx):
@@ -520,6 +549,7 @@ T.main({
     "backend_enomem": case_backend_enomem,
     "exit_memory": case_exit_memory,
     "nofile": case_nofile,
+    "closed_fds": case_closed_fds,
     "fsize": case_fsize,
     "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,
