@@ -5,11 +5,16 @@
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/lock.h"
+#include "core/log.h"
 #include "core/thread.h"
 
 #define CAP_STEP    TFA_PTR_CAP_STEP
@@ -85,10 +90,60 @@ static uint64_t fence_word;
 
 uint32_t tfa_ptr_fast_depth_limit;
 
+/*
+ * Whether a seccomp filter is installed (a sandbox the program set up after
+ * the shim's start).  It may refuse membarrier, or kill the process for it:
+ * the program never makes that call, tfalloc does.
+ */
+static bool
+seccomp_filtered(void)
+{
+	int saved_errno = errno;
+	int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+	bool none = mode == 0 || (mode < 0 && errno == EINVAL); /* EINVAL: a kernel without seccomp */
+
+	errno = saved_errno;
+	return !none;
+}
+
+/*
+ * The barrier membarrier gives, by another way: taking away the access to a
+ * page the process has touched makes the kernel flush its translations on
+ * every CPU that runs one of the process's threads, by an interrupt, which
+ * drains that CPU's store buffer before the call returns (a thread not
+ * running drained it when it was switched out).  .NET does the same where
+ * membarrier is missing.  Taken where membarrier may not be made: under a
+ * seccomp filter.
+ */
+static tfa_lock_t flush_lock;
+static char *flush_page;
+
+static void
+tlb_flush_barrier(void)
+{
+	bool done = false;
+
+	tfa_lock(&flush_lock);
+	if (flush_page == NULL)
+		flush_page = tfa_arena_map((size_t)sysconf(_SC_PAGESIZE));
+	if (flush_page != NULL && mprotect((void *)flush_page, 1, PROT_READ | PROT_WRITE) == 0) {
+		*(volatile char *)flush_page += 1; /* present, in this CPU's translations too */
+		done = mprotect((void *)flush_page, 1, PROT_NONE) == 0;
+	}
+	tfa_unlock(&flush_lock);
+	if (!done) {
+		/* Refused too: store buffers drain within microseconds; wait far longer. */
+		TFA_LOG_ONCE("neither membarrier nor mprotect can be made (a seccomp filter): "
+			     "the pointer table waits 1 ms where it needs a barrier");
+		struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+		nanosleep(&ms, NULL);
+	}
+}
+
 void
 tfa_ptr_table_init_barriers(void)
 {
-	bool ok = !TFA_TSAN && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+	bool ok = !TFA_TSAN && !seccomp_filtered() && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 
 	if (ok) {
 		__atomic_store_n(&asym_registered, 1, __ATOMIC_SEQ_CST);
@@ -121,10 +176,10 @@ process_barrier(void)
 	full_fence();
 	if (__atomic_load_n(&asym_registered, __ATOMIC_SEQ_CST) == 0)
 		return;
-	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-		/* Cannot happen once registered; the slow global barrier does the same. */
-		(void)membarrier(MEMBARRIER_CMD_GLOBAL);
-	}
+	/* Refused only by a seccomp filter installed since the registration, which might kill instead. */
+	if (!seccomp_filtered() && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return;
+	tlb_flush_barrier();
 }
 
 static void

@@ -10,6 +10,9 @@
   churn    tp_churn: 4 threads of random malloc/calloc/realloc/
            posix_memalign/free with cross-thread frees for about a second:
            exact counts at exit, a consistent report.
+  churn_seccomp  tp_churn in a seccomp sandbox that kills the process for
+           membarrier (TP_SECCOMP=kill), or refuses it (errno): it runs to
+           the end under tfalloc, with exact counts (it died of SIGSYS).
   handoff  tp_handoff (jemalloc): a thread frees 64 blocks another made, each
            followed by a malloc of the same size.  Plain jemalloc hands the
            freed block straight back (its thread cache); under the shim the
@@ -54,6 +57,26 @@ def case_churn(ctx):
     T.check_ledger(proc, base, T.parse_ledger(r))
 
 
+def case_churn_seccomp(ctx):
+    """tp_churn in a seccomp sandbox that kills the process for membarrier,
+    or refuses it: tfalloc, whose pointer table used membarrier when a shard
+    is rebuilt while threads run, killed the program (SIGSYS) or went on
+    without the barrier.  Now it asks whether a filter is installed first and
+    takes another barrier there; the counts are as exact as without one."""
+    path = ctx.prog("tp_churn")
+    base = ctx.baseline("tp_churn")
+    for how in ("kill", "errno"):
+        what = "tp_churn with TP_SECCOMP=%s" % how
+        plain = ctx.run_plain([path, "0.5"], env={"TP_SECCOMP": how})
+        T.check("churn done" in plain.out, what + " without tfalloc\n" + plain.describe())
+        r, rep = ctx.run_and_report([path, "0.5"], what=what, timeout=90, env={"TP_SECCOMP": how})
+        T.check("churn done" in r.out, what + " did not finish\n" + r.describe())
+        proc = T.only_process(rep, what)
+        T.check_exited(proc, 0)
+        T.check_consistent(proc, multithreaded=True, allocator=ctx.allocator)
+        T.check_ledger(proc, base, T.parse_ledger(r))
+
+
 def case_handoff(ctx):
     path = ctx.prog("tp_handoff")
     plain = ctx.run_plain([path], env={"LD_PRELOAD": "libjemalloc.so.2"})
@@ -77,6 +100,7 @@ CASES = {
     "handoff": case_handoff,
     "threads": case_threads,
     "churn": case_churn,
+    "churn_seccomp": case_churn_seccomp,
 }
 
 if __name__ == "__main__":

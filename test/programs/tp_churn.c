@@ -10,8 +10,19 @@
  * run also stops after MAX_OPS operations per thread); argv[2]: threads
  * (default 4, at most MAX_NT); "baseline [threads]" starts and joins the same
  * threads, which do nothing.  Prints "churn: N operations" on stderr.
+ *
+ * TP_SECCOMP=kill or TP_SECCOMP=errno: before its threads start, the program
+ * puts itself in a seccomp sandbox that kills the process for membarrier, or
+ * refuses it (EPERM).  The program never makes that call; a tool that does
+ * must not, or must do without it.
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "tp_common.h"
@@ -178,9 +189,31 @@ worker(void *arg)
 	return NULL;
 }
 
+/* TP_SECCOMP: kill or refuse membarrier from here on (see the top). */
+static void
+sandbox(const char *how)
+{
+	unsigned action = strcmp(how, "kill") == 0 ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | 1u /* EPERM */;
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, action),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	TP_CHECK(strcmp(how, "kill") == 0 || strcmp(how, "errno") == 0, "TP_SECCOMP=%s: kill or errno", how);
+	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+}
+
 int
 main(int argc, char **argv)
 {
+	const char *how = getenv("TP_SECCOMP");
+
+	if (how != NULL && how[0] != '\0')
+		sandbox(how);
 	baseline = tp_is_baseline(argc, argv);
 	if (!baseline && argc > 1)
 		seconds = atof(argv[1]);
