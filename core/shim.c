@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2558,6 +2559,79 @@ create_profile_file(void)
 	return -EEXIST;
 }
 
+/*
+ * A descriptor to the profile's file, taken before the process changed its
+ * credentials (tfa_shim_before_credentials), far above the program's
+ * descriptors and close-on-exec; -1: none.  Its device and inode tell it is
+ * still this one (the program may have closed it, and reused the number).
+ * A process that dropped root had "no profile: cannot write ...: Permission
+ * denied" in the directory it could write at its start, and a leak gate
+ * passed it, its leaks unseen.
+ */
+static int kept_fd = -1;
+static dev_t kept_dev;
+static ino_t kept_ino;
+
+static bool
+kept_fd_ours(void)
+{
+	struct stat st;
+
+	return kept_fd >= 0 && fstat(kept_fd, &st) == 0 && st.st_dev == kept_dev && st.st_ino == kept_ino;
+}
+
+/* Keeps fd (the file under profile_path), in place of the one kept before. */
+static void
+keep_profile_fd(int fd)
+{
+	struct stat st;
+
+	fd = tfa_fd_far(fd);
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return;
+	}
+	if (kept_fd_ours())
+		close(kept_fd);
+	kept_fd = fd;
+	kept_dev = st.st_dev;
+	kept_ino = st.st_ino;
+}
+
+/* Forgets the kept descriptor (closed when it is still ours: a fork child's is its parent's file). */
+static void
+drop_kept_fd(void)
+{
+	if (kept_fd_ours())
+		close(kept_fd);
+	kept_fd = -1;
+}
+
+void
+tfa_shim_before_credentials(void)
+{
+	int saved_errno = errno;
+
+	if (!opts.profile || tfa_shim_state() != TFA_SHIM_READY)
+		return;
+	tfa_guard_enter();
+	if (tfa_trylock(&profile_lock)) {
+		if (!kept_fd_ours()) {
+			kept_fd = -1;
+			bool reserving = profile_path[0] == '\0';
+			int fd = reserving ? create_profile_file()
+					   : open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0)
+				keep_profile_fd(fd);
+			else if (reserving)
+				profile_path[0] = '\0'; /* nothing reserved: the exit tries as before */
+		}
+		tfa_unlock(&profile_lock);
+	}
+	tfa_guard_exit();
+	errno = saved_errno;
+}
+
 static void
 write_stack_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 {
@@ -2967,14 +3041,34 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 		unlink(tmp);
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
-	if (fd < 0)
-		return -errno;
-	err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
-	if (err == 0 && rename(tmp, profile_path) != 0)
+	if (fd < 0) {
 		err = -errno;
-	if (err != 0)
-		unlink(tmp);
-	return err;
+	} else {
+		err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
+		if (err == 0 && rename(tmp, profile_path) != 0)
+			err = -errno;
+		if (err != 0)
+			unlink(tmp);
+	}
+	if (err == 0) {
+		/* The kept descriptor's file is the one just replaced: keep the new one. */
+		if (kept_fd_ours()) {
+			int now = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (now >= 0)
+				keep_profile_fd(now);
+		}
+		return 0;
+	}
+	/* The directory is no longer ours to write (credentials changed): the file itself, in place. */
+	int kept = kept_fd_ours() ? fcntl(kept_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (kept < 0)
+		return err;
+	if (ftruncate(kept, 0) != 0 || lseek(kept, 0, SEEK_SET) != 0) {
+		close(kept);
+		return err;
+	}
+	int kept_err = write_profile_fd(kept, end_reason, exit_code, st, leaks);
+	return kept_err == 0 ? 0 : err;
 }
 
 #define FDS_ROOM 16 /* descriptors a profile opens at once, with room to spare */
@@ -3533,6 +3627,7 @@ tfa_shim_postfork_child(void)
 	proc.flags |= TFA_PROC_FLAG_FORKED;
 	/* Its own file, its own series. */
 	profile_path[0] = '\0';
+	drop_kept_fd();
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);

@@ -81,6 +81,15 @@ void tfa_shim_on_fast_exit(int status);
 bool tfa_shim_before_exec(void);
 void tfa_shim_exec_failed(void);
 
+/*
+ * The process is about to change its user or group ids (setuid and the
+ * rest, preload/cred_hooks.c): its profile's name is reserved now and a
+ * descriptor to it kept, through which the profile is written where the
+ * output directory is no longer the process's to write (a daemon that drops
+ * root).  Never blocks: a profile being written meanwhile is left alone.
+ */
+void tfa_shim_before_credentials(void);
+
 /* Writes the profile now (a snapshot unless the process is ending).  Returns 0 or -errno. */
 int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHECK;
 

@@ -43,6 +43,12 @@ Cases:
                 output is the same as without tfalloc (with unwind tables,
                 libunwind's pipe had been at 3 and 4: it read 3 bytes of the
                 input and wrote 3 into the output)
+  setuid        tp_setuid drops root (setuid, setresuid, seteuid and back
+                with a snapshot, then setuid) with its output directory
+                root's alone: its final profile is written through a
+                descriptor taken before the change (it was lost), with its
+                two leaks, and the leak gate fails it (it passed); skipped
+                when not run as root
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -237,6 +243,30 @@ def case_closed_fds(ctx):
         proc = T.only_process(rep, what)
         T.check_exited(proc, 0)
         T.check(T.device(proc)["num_allocs"] >= 64, what + ": the handler's 64 blocks are counted")
+
+
+def case_setuid(ctx):
+    """tp_setuid: a process that drops root (setuid, setresuid; seteuid there
+    and back with a snapshot in between, then setuid) in an output directory
+    only root may write: its profile is written all the same (it was lost,
+    "Permission denied", and a leak gate passed it), final, with both leaks,
+    and the leak gate fails it."""
+    if os.geteuid() != 0:
+        raise T.Skip("needs root: the program drops it")
+    for mode in ("setuid", "setresuid", "seteuid"):
+        what = "tp_setuid " + mode
+        env = {"TFALLOC_FLUSH_INTERVAL_MS": "10"} if mode == "seteuid" else {}
+        r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), mode], what=what, env=env)
+        T.check_eq(r.out, "uid 65534\n", what + ": output")
+        T.check_eq(os.stat(r.outdir).st_mode & 0o777, 0o700, what + ": the directory is root's alone")
+        T.check("no profile" not in r.err, what + ": stderr\n" + r.err)
+        proc = T.only_process(rep, what)
+        T.check_exited(proc, 0)
+        T.check_eq(proc.get("complete"), True, what + ": the final profile, not the snapshot")
+        sizes = sorted(l["bytes"] for l in proc.get("leaks", []) if l.get("kind") == "definite")
+        T.check_eq(sizes, [1000, 5000], what + ": the leaks: %r" % proc.get("leaks"))
+        g = ctx.run_tool([ctx.prog("tp_setuid"), mode], env=env, tool_args=["--leak-gate"])
+        T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
 
 
 def case_backend_enomem(ctx):
@@ -550,6 +580,7 @@ T.main({
     "exit_memory": case_exit_memory,
     "nofile": case_nofile,
     "closed_fds": case_closed_fds,
+    "setuid": case_setuid,
     "fsize": case_fsize,
     "broken_pipe": case_broken_pipe,
     "full_disk": case_full_disk,

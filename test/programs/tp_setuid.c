@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+//
+// A daemon that drops root: it keeps a block of 1000 bytes, changes its ids
+// to nobody's (65534), keeps a block of 5000 bytes and returns; both blocks
+// are leaked.  Its output directory is root's alone (mode 0700, as tfalloc
+// run makes it), so that only a descriptor taken before the change can
+// still write the profile.  Run as root.
+//
+//   setuid      setgid, then setuid.
+//   setresuid   setresgid, then setresuid.
+//   seteuid     seteuid to nobody and back to root, then the 1000 bytes and
+//               a pause of 50 ms in which it allocates (a snapshot is
+//               written meanwhile under TFALLOC_FLUSH_INTERVAL_MS=10, and
+//               replaces the file the first change reserved), then setuid.
+//
+// Prints "uid 65534" when the ids changed.
+#include <time.h>
+
+#include "tp_common.h"
+
+#define NOBODY 65534
+
+static void
+allocate_for(long ms)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	do {
+		void *p = malloc(64);
+		TP_KEEP(p);
+		free(p);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	void *kept = NULL;
+
+	if (strcmp(mode, "seteuid") == 0) {
+		TP_CHECK(seteuid(NOBODY) == 0 && seteuid(0) == 0, "seteuid");
+		kept = malloc(1000);
+		allocate_for(50);
+		TP_CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0, "setuid");
+	} else if (strcmp(mode, "setuid") == 0) {
+		kept = malloc(1000);
+		TP_CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0, "setuid");
+	} else if (strcmp(mode, "setresuid") == 0) {
+		kept = malloc(1000);
+		TP_CHECK(setresgid(NOBODY, NOBODY, NOBODY) == 0 && setresuid(NOBODY, NOBODY, NOBODY) == 0,
+			 "setresuid");
+	} else {
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid\n");
+		return 2;
+	}
+	TP_KEEP(kept);
+	kept = NULL;
+	void *more = malloc(5000);
+	TP_KEEP(more);
+	more = NULL;
+	TP_KEEP(NULL); /* no pointer left to either block: both definitely lost */
+	tp_out("uid %d\n", (int)getuid());
+	return 0;
+}
