@@ -157,6 +157,17 @@ typedef struct tfa_leak_maps_s {
 } tfa_leak_maps_t;
 
 int tfa_leak_maps_read(tfa_leak_maps_t *m);
+
+/*
+ * Keeps a descriptor to /proc/self/maps (far above the program's, close-on-
+ * exec), read again from its start where the path cannot be opened: after a
+ * chroot into a directory without /proc, the scan still knows its roots (its
+ * leaks were all unclassified, and counted as definite).  Taken before the
+ * process confines itself (core/shim.h, tfa_shim_before_credentials);
+ * tfa_leak_drop_maps in a fork child, whose maps that file does not show.
+ */
+void tfa_leak_keep_maps(void);
+void tfa_leak_drop_maps(void);
 void tfa_leak_maps_free(tfa_leak_maps_t *m);
 /* Whether [lo, hi) lies in readable mappings (contiguous ones may share it). */
 bool tfa_leak_maps_readable(const tfa_leak_maps_t *m, uintptr_t lo, uintptr_t hi);

@@ -2626,6 +2626,8 @@ tfa_shim_before_credentials(void)
 			else if (reserving)
 				profile_path[0] = '\0'; /* nothing reserved: the exit tries as before */
 		}
+		/* The leak scan's roots, where /proc will not be there (a chroot). */
+		tfa_leak_keep_maps();
 		tfa_unlock(&profile_lock);
 	}
 	tfa_guard_exit();
@@ -3628,6 +3630,7 @@ tfa_shim_postfork_child(void)
 	/* Its own file, its own series. */
 	profile_path[0] = '\0';
 	drop_kept_fd();
+	tfa_leak_drop_maps();
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);

@@ -83,10 +83,11 @@ void tfa_shim_exec_failed(void);
 
 /*
  * The process is about to change its user or group ids (setuid and the
- * rest, preload/cred_hooks.c): its profile's name is reserved now and a
- * descriptor to it kept, through which the profile is written where the
- * output directory is no longer the process's to write (a daemon that drops
- * root).  Never blocks: a profile being written meanwhile is left alone.
+ * rest), or its root directory (chroot; preload/cred_hooks.c): its profile's
+ * name is reserved now and a descriptor to it kept, through which the
+ * profile is written where the output directory is no longer the process's
+ * to write, or to reach (a daemon that drops root, or confines itself).
+ * Never blocks: a profile being written meanwhile is left alone.
  */
 void tfa_shim_before_credentials(void);
 

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * setuid and the rest: before a process changes its user or group ids, its
- * profile's name is reserved and a descriptor to it kept (core/shim.h,
- * tfa_shim_before_credentials), so that a daemon that drops root still
- * writes its profile into the directory its former self could write.  Each
- * then calls glibc's, which changes the ids of every thread.
+ * setuid and the rest, and chroot: before a process changes its user or
+ * group ids, or its root directory, its profile's name is reserved and a
+ * descriptor to it kept (core/shim.h, tfa_shim_before_credentials), so that
+ * a daemon that drops root, or confines itself to an empty directory (sshd's
+ * privilege separation does both), still writes its profile into the
+ * directory its former self could reach.  Each then calls glibc's, which
+ * changes the ids of every thread.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -22,6 +24,7 @@ TFA_EXPORT int setreuid(uid_t ruid, uid_t euid);
 TFA_EXPORT int setregid(gid_t rgid, gid_t egid);
 TFA_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid);
 TFA_EXPORT int setresgid(gid_t rgid, gid_t egid, gid_t sgid);
+TFA_EXPORT int chroot(const char *path);
 
 /* glibc's function of that name (NULL: none). */
 static void *
@@ -59,3 +62,4 @@ CRED_HOOK(setreuid, (uid_t ruid, uid_t euid), (ruid, euid))
 CRED_HOOK(setregid, (gid_t rgid, gid_t egid), (rgid, egid))
 CRED_HOOK(setresuid, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid))
 CRED_HOOK(setresgid, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egid, sgid))
+CRED_HOOK(chroot, (const char *path), (path))

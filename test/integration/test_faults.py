@@ -47,8 +47,11 @@ Cases:
                 with a snapshot, then setuid) with its output directory
                 root's alone: its final profile is written through a
                 descriptor taken before the change (it was lost), with its
-                two leaks, and the leak gate fails it (it passed); skipped
-                when not run as root
+                two leaks, and the leak gate fails it (it passed); then
+                chroots into an empty directory: the profile is written, its
+                leaks classified (/proc/self/maps read through a kept
+                descriptor: they were all unclassified); skipped when not
+                run as root
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -267,6 +270,16 @@ def case_setuid(ctx):
         T.check_eq(sizes, [1000, 5000], what + ": the leaks: %r" % proc.get("leaks"))
         g = ctx.run_tool([ctx.prog("tp_setuid"), mode], env=env, tool_args=["--leak-gate"])
         T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
+    # chroot into an empty directory: the profile, and the leak scan's roots (no /proc there).
+    empty = ctx.mkdtemp("root")
+    what = "tp_setuid chroot"
+    r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "chroot", empty], what=what)
+    T.check_eq(r.out, "chrooted\n", what + ": output")
+    proc = T.only_process(rep, what)
+    T.check_exited(proc, 0)
+    kinds = sorted((l["bytes"], l["kind"]) for l in proc.get("leaks", []) if l["bytes"] in (1000, 4000, 5000))
+    T.check_eq(kinds, [(1000, "definite"), (4000, "reachable"), (5000, "definite")],
+               what + ": the leaks, classified: %r" % proc.get("leaks"))
 
 
 def case_backend_enomem(ctx):

@@ -12,13 +12,18 @@
 //               a pause of 50 ms in which it allocates (a snapshot is
 //               written meanwhile under TFALLOC_FLUSH_INTERVAL_MS=10, and
 //               replaces the file the first change reserved), then setuid.
+//   chroot DIR  a block of 4000 bytes kept in a global (reachable), then
+//               chroot into DIR (empty: no /proc there either) and chdir /,
+//               with the 1000 bytes before and the 5000 after, as above.
 //
-// Prints "uid 65534" when the ids changed.
+// Prints "uid 65534" when the ids changed, "chrooted" after a chroot.
 #include <time.h>
 
 #include "tp_common.h"
 
 #define NOBODY 65534
+
+static void *volatile reachable; /* stays: a root the scan must find */
 
 static void
 allocate_for(long ms)
@@ -52,8 +57,20 @@ main(int argc, char **argv)
 		kept = malloc(1000);
 		TP_CHECK(setresgid(NOBODY, NOBODY, NOBODY) == 0 && setresuid(NOBODY, NOBODY, NOBODY) == 0,
 			 "setresuid");
+	} else if (strcmp(mode, "chroot") == 0 && argc > 2) {
+		reachable = malloc(4000);
+		kept = malloc(1000);
+		TP_CHECK(chroot(argv[2]) == 0 && chdir("/") == 0, "chroot %s", argv[2]);
+		TP_KEEP(kept);
+		kept = NULL;
+		void *more = malloc(5000);
+		TP_KEEP(more);
+		more = NULL;
+		TP_KEEP(NULL);
+		tp_out("chrooted\n");
+		return 0;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR\n");
 		return 2;
 	}
 	TP_KEEP(kept);
