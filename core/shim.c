@@ -2612,7 +2612,8 @@ tfa_shim_before_credentials(void)
 {
 	int saved_errno = errno;
 
-	if (!opts.profile || tfa_shim_state() != TFA_SHIM_READY)
+	/* A vfork child (its own pid, its parent's memory) changes nothing of the parent's. */
+	if (!opts.profile || tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
 		return;
 	tfa_guard_enter();
 	if (tfa_trylock(&profile_lock)) {
