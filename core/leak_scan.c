@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -532,57 +531,31 @@ parse_hex(const char *p, const char *end, uintptr_t *out)
 	return any ? p : NULL;
 }
 
-static int kept_maps_fd = -1;
-static dev_t kept_maps_dev;
-static ino_t kept_maps_ino;
-
-static bool
-kept_maps_ours(void)
-{
-	struct stat st;
-
-	return kept_maps_fd >= 0 && fstat(kept_maps_fd, &st) == 0 && st.st_dev == kept_maps_dev
-	       && st.st_ino == kept_maps_ino;
-}
+static tfa_kept_fd_t kept_maps = TFA_KEPT_FD_NONE;
 
 void
 tfa_leak_keep_maps(void)
 {
-	struct stat st;
-	int saved_errno = errno;
-
-	if (!kept_maps_ours()) {
-		kept_maps_fd = -1;
+	if (!tfa_kept_fd_ours(&kept_maps)) {
+		int saved_errno = errno;
 		int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			fd = tfa_fd_far(fd);
-			if (fstat(fd, &st) == 0) {
-				kept_maps_fd = fd;
-				kept_maps_dev = st.st_dev;
-				kept_maps_ino = st.st_ino;
-			} else {
-				close(fd);
-			}
-		}
+		if (fd >= 0)
+			tfa_kept_fd_take(&kept_maps, fd);
+		errno = saved_errno;
 	}
-	errno = saved_errno;
 }
 
 void
 tfa_leak_drop_maps(void)
 {
-	if (kept_maps_ours())
-		close(kept_maps_fd);
-	kept_maps_fd = -1;
+	tfa_kept_fd_drop(&kept_maps);
 }
 
 /* A descriptor reading the kept /proc/self/maps from its start (the kernel makes it anew), or -1. */
 static int
 kept_maps_again(void)
 {
-	if (!kept_maps_ours())
-		return -1;
-	int fd = fcntl(kept_maps_fd, F_DUPFD_CLOEXEC, 0);
+	int fd = tfa_kept_fd_dup(&kept_maps);
 	if (fd >= 0 && lseek(fd, 0, SEEK_SET) != 0) {
 		close(fd);
 		fd = -1;

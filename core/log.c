@@ -279,6 +279,47 @@ tfa_fd_far(int fd)
 	return far >= 0 ? far : fd;
 }
 
+bool
+tfa_kept_fd_ours(const tfa_kept_fd_t *k)
+{
+	struct stat st;
+	int saved_errno = errno;
+	bool ours = k->fd >= 0 && fstat(k->fd, &st) == 0 && st.st_dev == k->dev && st.st_ino == k->ino;
+
+	errno = saved_errno;
+	return ours;
+}
+
+void
+tfa_kept_fd_drop(tfa_kept_fd_t *k)
+{
+	if (tfa_kept_fd_ours(k))
+		close(k->fd);
+	k->fd = -1;
+}
+
+void
+tfa_kept_fd_take(tfa_kept_fd_t *k, int fd)
+{
+	struct stat st;
+	int saved_errno = errno;
+
+	fd = tfa_fd_far(fd);
+	tfa_kept_fd_drop(k);
+	if (fstat(fd, &st) == 0) {
+		*k = (tfa_kept_fd_t){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
+	} else {
+		close(fd);
+	}
+	errno = saved_errno;
+}
+
+int
+tfa_kept_fd_dup(const tfa_kept_fd_t *k)
+{
+	return tfa_kept_fd_ours(k) ? fcntl(k->fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
 int
 tfa_log_fd(void)
 {

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Formats into buf (always NUL-terminated when size > 0) and returns the
@@ -51,6 +52,28 @@ int tfa_log_fd(void);
  * RLIMIT_NOFILE of 1021 or less).  errno is kept.
  */
 int tfa_fd_far(int fd);
+
+/*
+ * A descriptor the shim keeps for later (far up: tfa_fd_far), with the
+ * device and inode it had: a program that closed it, and got the number
+ * again for a file of its own, must never see the shim write or read there.
+ */
+typedef struct tfa_kept_fd_s {
+	int fd; /* -1: none */
+	dev_t dev;
+	ino_t ino;
+} tfa_kept_fd_t;
+
+#define TFA_KEPT_FD_NONE { .fd = -1 }
+
+/* Whether k's descriptor is still the one kept. */
+bool tfa_kept_fd_ours(const tfa_kept_fd_t *k);
+/* Keeps fd (moved far up) in k, in place of the one kept before (closed if still ours). */
+void tfa_kept_fd_take(tfa_kept_fd_t *k, int fd);
+/* Forgets k's descriptor, closed if still ours. */
+void tfa_kept_fd_drop(tfa_kept_fd_t *k);
+/* A duplicate of k's descriptor (close-on-exec; its file offset shared), or -1. */
+int tfa_kept_fd_dup(const tfa_kept_fd_t *k);
 
 /*
  * One line on stderr, "tfalloc[PID]: message\n".  Messages longer than 1 KiB

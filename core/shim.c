@@ -22,7 +22,6 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2561,51 +2560,12 @@ create_profile_file(void)
 
 /*
  * A descriptor to the profile's file, taken before the process changed its
- * credentials (tfa_shim_before_credentials), far above the program's
- * descriptors and close-on-exec; -1: none.  Its device and inode tell it is
- * still this one (the program may have closed it, and reused the number).
- * A process that dropped root had "no profile: cannot write ...: Permission
- * denied" in the directory it could write at its start, and a leak gate
- * passed it, its leaks unseen.
+ * credentials or root (tfa_shim_before_credentials).  A process that dropped
+ * root had "no profile: cannot write ...: Permission denied" in the
+ * directory it could write at its start, and a leak gate passed it, its
+ * leaks unseen.
  */
-static int kept_fd = -1;
-static dev_t kept_dev;
-static ino_t kept_ino;
-
-static bool
-kept_fd_ours(void)
-{
-	struct stat st;
-
-	return kept_fd >= 0 && fstat(kept_fd, &st) == 0 && st.st_dev == kept_dev && st.st_ino == kept_ino;
-}
-
-/* Keeps fd (the file under profile_path), in place of the one kept before. */
-static void
-keep_profile_fd(int fd)
-{
-	struct stat st;
-
-	fd = tfa_fd_far(fd);
-	if (fstat(fd, &st) != 0) {
-		close(fd);
-		return;
-	}
-	if (kept_fd_ours())
-		close(kept_fd);
-	kept_fd = fd;
-	kept_dev = st.st_dev;
-	kept_ino = st.st_ino;
-}
-
-/* Forgets the kept descriptor (closed when it is still ours: a fork child's is its parent's file). */
-static void
-drop_kept_fd(void)
-{
-	if (kept_fd_ours())
-		close(kept_fd);
-	kept_fd = -1;
-}
+static tfa_kept_fd_t kept_profile = TFA_KEPT_FD_NONE;
 
 void
 tfa_shim_before_credentials(void)
@@ -2617,13 +2577,12 @@ tfa_shim_before_credentials(void)
 		return;
 	tfa_guard_enter();
 	if (tfa_trylock(&profile_lock)) {
-		if (!kept_fd_ours()) {
-			kept_fd = -1;
+		if (!tfa_kept_fd_ours(&kept_profile)) {
 			bool reserving = profile_path[0] == '\0';
 			int fd = reserving ? create_profile_file()
 					   : open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd >= 0)
-				keep_profile_fd(fd);
+				tfa_kept_fd_take(&kept_profile, fd);
 			else if (reserving)
 				profile_path[0] = '\0'; /* nothing reserved: the exit tries as before */
 		}
@@ -3055,15 +3014,15 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 	}
 	if (err == 0) {
 		/* The kept descriptor's file is the one just replaced: keep the new one. */
-		if (kept_fd_ours()) {
+		if (tfa_kept_fd_ours(&kept_profile)) {
 			int now = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (now >= 0)
-				keep_profile_fd(now);
+				tfa_kept_fd_take(&kept_profile, now);
 		}
 		return 0;
 	}
 	/* The directory is no longer ours to write (credentials changed): the file itself, in place. */
-	int kept = kept_fd_ours() ? fcntl(kept_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	int kept = tfa_kept_fd_dup(&kept_profile);
 	if (kept < 0)
 		return err;
 	if (ftruncate(kept, 0) != 0 || lseek(kept, 0, SEEK_SET) != 0) {
@@ -3630,7 +3589,7 @@ tfa_shim_postfork_child(void)
 	proc.flags |= TFA_PROC_FLAG_FORKED;
 	/* Its own file, its own series. */
 	profile_path[0] = '\0';
-	drop_kept_fd();
+	tfa_kept_fd_drop(&kept_profile);
 	tfa_leak_drop_maps();
 	snapshot_failed = false;
 	tfa_lock_init(&timeline_lock);
