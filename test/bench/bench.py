@@ -713,12 +713,18 @@ def main():
                       f"{elapsed:.0f} s   ", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
 
+    layouts = None
+    trees = [w for w in workloads if w.name == "trees"]
+    if trees and "tfalloc" in mode_names and modes["jemalloc"].available:
+        layouts = measure_layouts(runner, trees[0], trees[0].sizes[profile], 1 if args.quick else 3)
+
     cpu_end = cpu_snapshot()
     header["other_cpu_s"] = other_cpu(cpu_start, cpu_end)
     header["stolen_cpu_s"] = stolen_cpu(cpu_start, cpu_end)
     report = time_report(runner, root, trees_profile, report_mode) if os.path.isdir(trees_profile) else None
     elapsed = time.monotonic() - started
     results = summarize(cells, workloads, mode_names, header, report, elapsed, args, profile)
+    results["layouts"] = layouts
     text = render(results)
     print(text)
     with open(os.path.join(bindir, "results.txt"), "w") as f:
@@ -751,6 +757,32 @@ SKIP_WHY = {
 NOT_COMPARABLE = {
     ("gxx", "heaptrack"): "heaptrack does not follow exec: it records the g++ driver, not cc1plus",
 }
+
+
+LAYOUTS = 6  # trees D LAYOUT: 0 is the table's trees, 1 to 5 other beginnings of the heap
+
+
+def measure_layouts(runner, trees, size, reps):
+    """trees at each LAYOUT under plain jemalloc and tfalloc (tracking), interleaved: where the
+    heap's blocks lie moves the pointer table's clusters (core/ptr_table.h, TFA_PTR_CHUNK_LG),
+    and the table above measures one layout.  Returns {"size", "reps", "ratios": [per layout]}."""
+    times = {}
+    for rep in range(reps):
+        for layout in range(LAYOUTS):
+            w = Workload("trees", "synthetic", trees.sizes,
+                         lambda ctx, sz, work, layout=layout: ([ctx.prog("trees"), str(sz), str(layout)], []))
+            for m in ("jemalloc", "tfalloc"):
+                res = runner.run(w, m, size)
+                if (res["status"], res["code"]) == ("exit", 0):
+                    times.setdefault((layout, m), []).append(res["wall_s"])
+            print(f"\rbench: heap layouts, rep {rep + 1}/{reps}, layout {layout + 1}/{LAYOUTS}   ",
+                  end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    ratios = []
+    for layout in range(LAYOUTS):
+        je, tf = times.get((layout, "jemalloc")), times.get((layout, "tfalloc"))
+        ratios.append(statistics.median(tf) / statistics.median(je) if je and tf else None)
+    return {"size": size, "reps": reps, "ratios": ratios}
 
 
 def time_report(runner, root, profile_dir, mode):
@@ -1009,6 +1041,13 @@ def render(res):
                       pct[0], pct[1], "; ".join(s.get("problems", []))])
     out += table(["mode", "workloads", "geomean", "worst", "churn", "prodcons", "problems"],
                  srows, [False, True, True, False, True, True, False])
+    lay = res.get("layouts")
+    if lay and all(r is not None for r in lay["ratios"]):
+        rs = lay["ratios"]
+        out.append("")
+        out.append(f"trees {lay['size']} LAYOUT 0 to {len(rs) - 1} (the heap's blocks elsewhere; "
+                   f"median of {lay['reps']}): tfalloc {min(rs):.2f}x to {max(rs):.2f}x plain jemalloc "
+                   f"(" + ", ".join(f"{x:.2f}x" for x in rs) + ")")
     rep = res["tfalloc_report"]
     if rep:
         out.append("")

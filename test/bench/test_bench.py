@@ -54,7 +54,7 @@ def case_smoke(src, build, bindir):
 
 def case_run(src, build, bindir):
     modes = ("tfalloc", "tfalloc-stacks")
-    workloads = ("realloc", "sqlite3")
+    workloads = ("realloc", "sqlite3", "trees")
     rc, out, err = bench(src, build, bindir, "--quick", "--reps", "1", "--only", ",".join(workloads),
                          "--modes", ",".join(modes))
     check(rc == 0, f"bench: exit {rc}\n{out}\n{err}")
@@ -76,11 +76,17 @@ def case_run(src, build, bindir):
     check([t[0].split(":")[0] for t in memory] == list(modes),
           f"memory target judged for {[t[0] for t in memory]}, want {modes}")
     for t in memory:
-        check(t[2] in ("met", "missed") and re.match(r"[0-2] of 2 within", t[1]) is not None,
+        check(t[2] in ("met", "missed") and re.match(r"[0-3] of 3 within", t[1]) is not None,
               f"memory verdict: {t}")
+    # trees at each heap layout, tfalloc against jemalloc.
+    lay = res.get("layouts") or {}
+    ratios = lay.get("ratios") or []
+    check(len(ratios) == 6 and all(r is not None and r > 0 for r in ratios),
+          f"trees LAYOUT 0 to 5: {lay}")
     with open(os.path.join(bindir, "results.txt")) as f:
         text = f.read()
-    for want in ("the performance targets (issue 3) in this run:", "peak blocks", "budget"):
+    for want in ("the performance targets (issue 3) in this run:", "peak blocks", "budget",
+                 "LAYOUT 0 to 5"):
         check(want in text, f"results.txt lacks {want!r}:\n{text}")
 
 
