@@ -2575,16 +2575,20 @@ tfa_shim_before_credentials(void)
 	/* A vfork child (its own pid, its parent's memory) changes nothing of the parent's. */
 	if (!opts.profile || tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
 		return;
+	/*
+	 * No file yet: a snapshot makes it, a whole profile, so that a process
+	 * killed later leaves that (as a periodic snapshot would), not an empty
+	 * file under the profile's name.
+	 */
+	if (__atomic_load_n(&profile_path[0], __ATOMIC_RELAXED) == '\0'
+	    && tfa_shim_write_profile(TFA_END_RUNNING, 0) != 0)
+		profile_path[0] = '\0'; /* said once, as a failing snapshot is; the exit tries again */
 	tfa_guard_enter();
 	if (tfa_trylock(&profile_lock)) {
-		if (!tfa_kept_fd_ours(&kept_profile)) {
-			bool reserving = profile_path[0] == '\0';
-			int fd = reserving ? create_profile_file()
-					   : open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0') {
+			int fd = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd >= 0)
 				tfa_kept_fd_take(&kept_profile, fd);
-			else if (reserving)
-				profile_path[0] = '\0'; /* nothing reserved: the exit tries as before */
 		}
 		/* The leak scan's roots, where /proc will not be there (a chroot). */
 		tfa_leak_keep_maps();

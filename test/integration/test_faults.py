@@ -50,8 +50,9 @@ Cases:
                 two leaks, and the leak gate fails it (it passed); then
                 chroots into an empty directory: the profile is written, its
                 leaks classified (/proc/self/maps read through a kept
-                descriptor: they were all unclassified); skipped when not
-                run as root
+                descriptor: they were all unclassified); killed by SIGKILL
+                after the change, it leaves the snapshot the change made
+                (an empty file); skipped when not run as root
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -270,6 +271,12 @@ def case_setuid(ctx):
         T.check_eq(sizes, [1000, 5000], what + ": the leaks: %r" % proc.get("leaks"))
         g = ctx.run_tool([ctx.prog("tp_setuid"), mode], env=env, tool_args=["--leak-gate"])
         T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
+    # Killed after the change: the snapshot it made, not an empty file.
+    what = "tp_setuid killed"
+    r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "killed"], what=what, expect_status=137)
+    proc = T.only_process(rep, what)
+    T.check_eq(proc.get("complete"), False, what + ": a snapshot")
+    T.check(any(l["bytes"] == 1000 for l in proc.get("leaks", [])), what + ": its block live at the snapshot")
     # chroot into an empty directory: the profile, and the leak scan's roots (no /proc there).
     empty = ctx.mkdtemp("root")
     what = "tp_setuid chroot"

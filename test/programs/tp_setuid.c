@@ -16,7 +16,12 @@
 //               chroot into DIR (empty: no /proc there either) and chdir /,
 //               with the 1000 bytes before and the 5000 after, as above.
 //
+//   killed      setuid(0) (root stays root: the change is asked all the same),
+//               then SIGKILL: what is left under the profile's name is the
+//               snapshot the change made, not an empty file.
+//
 // Prints "uid 65534" when the ids changed, "chrooted" after a chroot.
+#include <signal.h>
 #include <time.h>
 
 #include "tp_common.h"
@@ -69,8 +74,14 @@ main(int argc, char **argv)
 		TP_KEEP(NULL);
 		tp_out("chrooted\n");
 		return 0;
+	} else if (strcmp(mode, "killed") == 0) {
+		kept = malloc(1000);
+		TP_KEEP(kept);
+		TP_CHECK(setuid(0) == 0, "setuid(0)");
+		raise(SIGKILL);
+		return 1;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | killed\n");
 		return 2;
 	}
 	TP_KEEP(kept);
