@@ -2584,16 +2584,16 @@ tfa_shim_before_credentials(void)
 	    && tfa_shim_write_profile(TFA_END_RUNNING, 0) != 0)
 		profile_path[0] = '\0'; /* said once, as a failing snapshot is; the exit tries again */
 	tfa_guard_enter();
-	if (tfa_trylock(&profile_lock)) {
-		if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0') {
-			int fd = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd >= 0)
-				tfa_kept_fd_take(&kept_profile, fd);
-		}
-		/* The leak scan's roots, where /proc will not be there (a chroot). */
-		tfa_leak_keep_maps();
-		tfa_unlock(&profile_lock);
+	/* A profile another thread writes meanwhile is waited for (set*id are no calls of the shim's). */
+	tfa_lock(&profile_lock);
+	if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0') {
+		int fd = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			tfa_kept_fd_take(&kept_profile, fd);
 	}
+	/* The leak scan's roots, where /proc will not be there (a chroot). */
+	tfa_leak_keep_maps();
+	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	errno = saved_errno;
 }

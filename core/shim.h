@@ -87,7 +87,7 @@ void tfa_shim_exec_failed(void);
  * name is reserved now and a descriptor to it kept, through which the
  * profile is written where the output directory is no longer the process's
  * to write, or to reach (a daemon that drops root, or confines itself).
- * Never blocks: a profile being written meanwhile is left alone.
+ * A profile another thread writes meanwhile is waited for.
  */
 void tfa_shim_before_credentials(void);
 
