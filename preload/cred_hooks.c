@@ -26,40 +26,43 @@ TFA_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid);
 TFA_EXPORT int setresgid(gid_t rgid, gid_t egid, gid_t sgid);
 TFA_EXPORT int chroot(const char *path);
 
-/* glibc's function of that name (NULL: none). */
-static void *
-next(void **cache, const char *name)
-{
-	void *fn = __atomic_load_n(cache, __ATOMIC_RELAXED);
+/*
+ * glibc's functions, found at load: a vfork child may call setuid before
+ * exec, and dlsym there (it allocates, and takes the loader's lock) could
+ * meet a lock another thread of the parent holds.
+ */
+enum { SETUID, SETGID, SETEUID, SETEGID, SETREUID, SETREGID, SETRESUID, SETRESGID, CHROOT, NFUNCS };
+static const char *const names[NFUNCS] = { "setuid",   "setgid",    "seteuid",   "setegid", "setreuid",
+					   "setregid", "setresuid", "setresgid", "chroot" };
+static void *real[NFUNCS];
 
-	if (fn == NULL) {
-		fn = dlsym(RTLD_NEXT, name);
-		__atomic_store_n(cache, fn, __ATOMIC_RELAXED);
-	}
-	return fn;
+__attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
+cred_hooks_resolve(void)
+{
+	for (int i = 0; i < NFUNCS; i++)
+		real[i] = dlsym(RTLD_NEXT, names[i]);
 }
 
-#define CRED_HOOK(name, params, args)                                \
-	int name params                                              \
-	{                                                            \
-		static void *cache;                                  \
-		int(*fn) params;                                     \
-		void *sym = next(&cache, #name);                     \
-		if (sym == NULL) {                                   \
-			errno = ENOSYS;                              \
-			return -1;                                   \
-		}                                                    \
-		__builtin_memcpy(&fn, &sym, sizeof(fn));             \
-		tfa_shim_before_credentials();                       \
-		return fn args;                                      \
+#define CRED_HOOK(name, index, params, args)                 \
+	int name params                                      \
+	{                                                    \
+		int(*fn) params;                             \
+		void *sym = real[index];                     \
+		if (sym == NULL) {                           \
+			errno = ENOSYS;                      \
+			return -1;                           \
+		}                                            \
+		__builtin_memcpy(&fn, &sym, sizeof(fn));     \
+		tfa_shim_before_credentials();               \
+		return fn args;                              \
 	}
 
-CRED_HOOK(setuid, (uid_t uid), (uid))
-CRED_HOOK(setgid, (gid_t gid), (gid))
-CRED_HOOK(seteuid, (uid_t uid), (uid))
-CRED_HOOK(setegid, (gid_t gid), (gid))
-CRED_HOOK(setreuid, (uid_t ruid, uid_t euid), (ruid, euid))
-CRED_HOOK(setregid, (gid_t rgid, gid_t egid), (rgid, egid))
-CRED_HOOK(setresuid, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid))
-CRED_HOOK(setresgid, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egid, sgid))
-CRED_HOOK(chroot, (const char *path), (path))
+CRED_HOOK(setuid, SETUID, (uid_t uid), (uid))
+CRED_HOOK(setgid, SETGID, (gid_t gid), (gid))
+CRED_HOOK(seteuid, SETEUID, (uid_t uid), (uid))
+CRED_HOOK(setegid, SETEGID, (gid_t gid), (gid))
+CRED_HOOK(setreuid, SETREUID, (uid_t ruid, uid_t euid), (ruid, euid))
+CRED_HOOK(setregid, SETREGID, (gid_t rgid, gid_t egid), (rgid, egid))
+CRED_HOOK(setresuid, SETRESUID, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid))
+CRED_HOOK(setresgid, SETRESGID, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egid, sgid))
+CRED_HOOK(chroot, CHROOT, (const char *path), (path))
