@@ -325,6 +325,88 @@ START_TEST(test_log_init_keeps_stderr)
 }
 END_TEST
 
+/*
+ * A temporary file holding text; its fd.  Left linked until the test ends
+ * (the test's fork exits): an unlinked file's inode can be given to the next
+ * one, as a kept descriptor's file never is (the profile stays in its
+ * directory).
+ */
+static char temp_paths[4][32];
+static int ntemp;
+
+static int
+temp_file(const char *text)
+{
+	char *path = temp_paths[ntemp++ % 4];
+	strcpy(path, "/tmp/tfa-check-log-XXXXXX");
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	return fd;
+}
+
+static void
+temp_files_remove(void)
+{
+	for (int i = 0; i < ntemp && i < 4; i++)
+		unlink(temp_paths[i]);
+}
+
+/*
+ * tfa_fd_far moves a descriptor to 1021 and up, close-on-exec; a kept
+ * descriptor is told apart from a file the program opened later under its
+ * number (device and inode): never read, written or closed then.
+ */
+START_TEST(test_log_kept_fd)
+{
+	struct rlimit rl;
+	tfa_kept_fd_t k = TFA_KEPT_FD_NONE;
+	char buf[16] = "";
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 1030)
+		return;
+	ck_assert(!tfa_kept_fd_ours(&k));
+	ck_assert_int_eq(tfa_kept_fd_dup(&k), -1);
+	int low = temp_file("kept");
+	tfa_kept_fd_take(&k, low);
+	ck_assert_int_ge(k.fd, 1021);
+	ck_assert_int_eq(fcntl(low, F_GETFD), -1); /* moved, not copied */
+	ck_assert_int_eq(fcntl(k.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ck_assert(tfa_kept_fd_ours(&k));
+	int d = tfa_kept_fd_dup(&k);
+	ck_assert_int_ge(d, 0);
+	ck_assert_int_eq(pread(d, buf, 4, 0), 4);
+	ck_assert_str_eq(buf, "kept");
+	close(d);
+
+	/* The program closes it and opens a file of its own under that number. */
+	int number = k.fd;
+	close(number);
+	int other = temp_file("mine");
+	ck_assert_int_eq(dup2(other, number), number);
+	close(other);
+	ck_assert(!tfa_kept_fd_ours(&k));
+	ck_assert_int_eq(tfa_kept_fd_dup(&k), -1);
+	tfa_kept_fd_drop(&k);
+	ck_assert_int_eq(k.fd, -1);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(pread(number, buf, 4, 0), 4); /* still open: the program's */
+	ck_assert_str_eq(buf, "mine");
+	close(number);
+
+	/* Taking a new one closes the old one while it is still ours. */
+	tfa_kept_fd_take(&k, temp_file("one"));
+	int first = k.fd;
+	tfa_kept_fd_take(&k, temp_file("two"));
+	ck_assert_int_ne(k.fd, first);
+	ck_assert_int_eq(fcntl(first, F_GETFD), -1);
+	tfa_kept_fd_drop(&k);
+	temp_files_remove();
+}
+END_TEST
+
 static Suite *
 log_suite(void)
 {
@@ -350,6 +432,7 @@ log_suite(void)
 	tcase_add_test(tc, test_log_write_all);
 	tcase_add_test(tc, test_log_line_format);
 	tcase_add_test(tc, test_log_init_keeps_stderr);
+	tcase_add_test(tc, test_log_kept_fd);
 	suite_add_tcase(s, tc);
 	return s;
 }
