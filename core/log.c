@@ -247,29 +247,22 @@ tfa_write_all(int fd, const void *buf, size_t len)
  */
 #define LOG_FD_MIN 1021
 
-static int log_fd = 2;
-static dev_t log_dev;
-static ino_t log_ino;
+static tfa_kept_fd_t log_kept = TFA_KEPT_FD_NONE;
 
 void
 tfa_log_init(void)
 {
-	struct stat st;
 	int fd = fcntl(2, F_DUPFD_CLOEXEC, LOG_FD_MIN);
 
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	log_dev = st.st_dev;
-	log_ino = st.st_ino;
-	log_fd = fd;
+	if (fd >= 0)
+		tfa_kept_fd_take(&log_kept, fd);
 }
 
 int
 tfa_fd_far(int fd)
 {
+	if (fd >= LOG_FD_MIN)
+		return fd;
 	int saved_errno = errno;
 	int far = fcntl(fd, F_DUPFD_CLOEXEC, LOG_FD_MIN);
 
@@ -323,12 +316,8 @@ tfa_kept_fd_dup(const tfa_kept_fd_t *k)
 int
 tfa_log_fd(void)
 {
-	struct stat st;
-
-	if (log_fd != 2
-	    && (fstat(log_fd, &st) != 0 || st.st_dev != log_dev || st.st_ino != log_ino))
-		return 2; /* the program closed or reused it */
-	return log_fd;
+	/* Not ours any more: the program closed or reused it. */
+	return tfa_kept_fd_ours(&log_kept) ? log_kept.fd : 2;
 }
 
 void

@@ -48,8 +48,8 @@ int tfa_log_fd(void);
 /*
  * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
  * a program that closed its descriptors and opens others does not take its
- * number: returns the new one, or fd itself when none is free there (a soft
- * RLIMIT_NOFILE of 1021 or less).  errno is kept.
+ * number: returns the new one, or fd itself when it is there already or none
+ * is free there (a soft RLIMIT_NOFILE of 1021 or less).  errno is kept.
  */
 int tfa_fd_far(int fd);
 
