@@ -205,7 +205,7 @@ static struct {
  * by unw_backtrace, which keeps what it learnt of each frame in that cache.
  */
 /* Calls of the shim's into libunwind the thread is in (a signal handler's walk may nest). */
-static __thread unsigned in_libunwind;
+static TFA_TLS unsigned in_libunwind;
 
 bool
 tfa_unwind_in_libunwind(void)
