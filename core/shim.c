@@ -3017,11 +3017,17 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 			unlink(tmp);
 	}
 	if (err == 0) {
-		/* The kept descriptor's file is the one just replaced: keep the new one. */
+		/*
+		 * The kept descriptor's file is the one just replaced: keep the new
+		 * one, or none (a later profile written into the old file would be
+		 * lost, and said written).
+		 */
 		if (tfa_kept_fd_ours(&kept_profile)) {
 			int now = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (now >= 0)
 				tfa_kept_fd_take(&kept_profile, now);
+			else
+				tfa_kept_fd_drop(&kept_profile);
 		}
 		return 0;
 	}
