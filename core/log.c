@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <time.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct out {
@@ -247,15 +249,36 @@ tfa_write_all(int fd, const void *buf, size_t len)
  */
 #define LOG_FD_MIN 1021
 
+/*
+ * The descriptors the shim may keep at once: the duplicate of stderr,
+ * libunwind's pipe and the reserve's pipe.  Under a soft RLIMIT_NOFILE
+ * below LOG_FD_MIN + SHIM_FDS they go to the top of what the limit allows:
+ * at the lowest numbers (libunwind's pipe at 3 and 4 under a limit of 64) a
+ * daemon that closed its descriptors and opened its own got them mixed up.
+ */
+#define SHIM_FDS 5
+
+static int
+fd_floor(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= (rlim_t)LOG_FD_MIN + SHIM_FDS)
+		return LOG_FD_MIN;
+	return rl.rlim_cur > 3 + SHIM_FDS ? (int)rl.rlim_cur - SHIM_FDS : 3;
+}
+
 static tfa_kept_fd_t log_kept = TFA_KEPT_FD_NONE;
 
 void
 tfa_log_init(void)
 {
-	int fd = fcntl(2, F_DUPFD_CLOEXEC, LOG_FD_MIN);
+	int saved_errno = errno;
+	int fd = fcntl(2, F_DUPFD_CLOEXEC, fd_floor());
 
 	if (fd >= 0)
 		tfa_kept_fd_take(&log_kept, fd);
+	errno = saved_errno;
 }
 
 int
@@ -264,7 +287,12 @@ tfa_fd_far(int fd)
 	if (fd >= LOG_FD_MIN)
 		return fd;
 	int saved_errno = errno;
-	int far = fcntl(fd, F_DUPFD_CLOEXEC, LOG_FD_MIN);
+	int floor = fd_floor();
+	if (fd >= floor) {
+		errno = saved_errno;
+		return fd;
+	}
+	int far = fcntl(fd, F_DUPFD_CLOEXEC, floor);
 
 	if (far >= 0)
 		close(fd);
@@ -311,6 +339,44 @@ int
 tfa_kept_fd_dup(const tfa_kept_fd_t *k)
 {
 	return tfa_kept_fd_ours(k) ? fcntl(k->fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+/*
+ * The reserve: a pipe's two descriptors held for the profile, in a process
+ * whose soft RLIMIT_NOFILE is its hard one.  A program that used up its
+ * descriptors had no profile there ("Too many open files"): the soft limit
+ * is raised while the profile is written (tfalloc's shim), but not past the
+ * hard one.  A pipe, not /dev/null: each pipe is an inode of its own, so
+ * that the device-and-inode check tells it from any file the program may
+ * open under the same number after closing it (a daemon opens /dev/null).
+ * Not "/": a descriptor to the root directory would let a chrooted process
+ * out of its chroot.
+ */
+static tfa_kept_fd_t reserve[2] = { TFA_KEPT_FD_NONE, TFA_KEPT_FD_NONE };
+
+void
+tfa_fd_reserve_take(void)
+{
+	int saved_errno = errno;
+	int fds[2];
+
+	/* The system call: tfalloc's own pipe2 is for libunwind's. */
+	if (!tfa_kept_fd_ours(&reserve[0]) && !tfa_kept_fd_ours(&reserve[1])
+	    && syscall(SYS_pipe2, fds, O_CLOEXEC) == 0) {
+		tfa_kept_fd_take(&reserve[0], fds[0]);
+		tfa_kept_fd_take(&reserve[1], fds[1]);
+	}
+	errno = saved_errno;
+}
+
+bool
+tfa_fd_reserve_release(void)
+{
+	bool any = tfa_kept_fd_ours(&reserve[0]) || tfa_kept_fd_ours(&reserve[1]);
+
+	tfa_kept_fd_drop(&reserve[0]);
+	tfa_kept_fd_drop(&reserve[1]);
+	return any;
 }
 
 int

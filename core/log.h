@@ -48,10 +48,20 @@ int tfa_log_fd(void);
 /*
  * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
  * a program that closed its descriptors and opens others does not take its
- * number: returns the new one, or fd itself when it is there already or none
- * is free there (a soft RLIMIT_NOFILE of 1021 or less).  errno is kept.
+ * number; under a soft RLIMIT_NOFILE below 1026, from 5 below the limit on.
+ * Returns the new one, or fd itself when it is there already or none is free
+ * there.  errno is kept.
  */
 int tfa_fd_far(int fd);
+
+/*
+ * The reserve: two descriptors (a pipe's, far up) taken for a process whose
+ * descriptors cannot be raised past its limit, and released (closed) when
+ * the profile finds none free, so that it can open its files.  Release
+ * returns whether any was still held.
+ */
+void tfa_fd_reserve_take(void);
+bool tfa_fd_reserve_release(void);
 
 /*
  * A descriptor the shim keeps for later (far up: tfa_fd_far), with the

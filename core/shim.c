@@ -1965,6 +1965,10 @@ tfa_shim_init(void)
 	tfa_log_init();
 	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
+	/* Where the limit cannot be raised for the profile (fds_make_room), descriptors are kept for it. */
+	struct rlimit nofile;
+	if (opts.profile && getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur == nofile.rlim_max)
+		tfa_fd_reserve_take();
 	tfa_glibc_allocator_resolve();
 	/*
 	 * The own-maps lock is the innermost: the private jemalloc maps memory
@@ -3050,27 +3054,49 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
  * had no profile: "no profile: cannot write ...: Too many open files".  When
  * no descriptor can be had, the soft limit is raised by a few, up to the hard
  * one, for as long as the profile takes (its file, /proc reads), and put back
- * after (what is open stays open).  A program with descriptors to spare keeps
- * its limit untouched: a descriptor is tried first, and given back at once.
- * Returns whether the limit was raised (*saved: the program's).
+ * after (what is open stays open); where it cannot be raised, the reserve
+ * taken at init is closed meanwhile, and taken again after.  A program with
+ * descriptors to spare keeps its limit and reserve untouched: a descriptor
+ * is tried first, and given back at once.  Returns what was done
+ * (FDS_RAISED: *saved is the program's limit).
  */
-static bool
+enum { FDS_RAISED = 1, FDS_RESERVE = 2 };
+
+static int
 fds_make_room(struct rlimit *saved)
 {
 	int saved_errno = errno;
-	bool raised = false;
+	int made = 0;
 	int fd = eventfd(0, EFD_CLOEXEC);
 
 	if (fd >= 0) {
 		close(fd);
-	} else if (errno == EMFILE && getrlimit(RLIMIT_NOFILE, saved) == 0 && saved->rlim_cur < saved->rlim_max) {
-		struct rlimit more = *saved;
-		more.rlim_cur = saved->rlim_max - saved->rlim_cur > FDS_ROOM ? saved->rlim_cur + FDS_ROOM
-									      : saved->rlim_max;
-		raised = setrlimit(RLIMIT_NOFILE, &more) == 0;
+	} else if (errno == EMFILE) {
+		if (getrlimit(RLIMIT_NOFILE, saved) == 0 && saved->rlim_cur < saved->rlim_max) {
+			struct rlimit more = *saved;
+			more.rlim_cur = saved->rlim_max - saved->rlim_cur > FDS_ROOM ? saved->rlim_cur + FDS_ROOM
+										      : saved->rlim_max;
+			if (setrlimit(RLIMIT_NOFILE, &more) == 0)
+				made |= FDS_RAISED;
+		}
+		if (!(made & FDS_RAISED) && tfa_fd_reserve_release())
+			made |= FDS_RESERVE;
 	}
 	errno = saved_errno;
-	return raised;
+	return made;
+}
+
+/* What fds_make_room did, undone. */
+static void
+fds_give_back(int made, const struct rlimit *saved)
+{
+	int saved_errno = errno;
+
+	if (made & FDS_RAISED)
+		(void)setrlimit(RLIMIT_NOFILE, saved);
+	if (made & FDS_RESERVE)
+		tfa_fd_reserve_take();
+	errno = saved_errno;
 }
 
 int
@@ -3092,7 +3118,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		return 0;
 	}
 	struct rlimit nofile;
-	bool fds_raised = fds_make_room(&nofile);
+	int fds_made = fds_make_room(&nofile);
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leak_groups_take(&leaks);
 	/*
@@ -3119,11 +3145,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	if (err != 0 && end_reason == TFA_END_RUNNING)
 		snapshot_failed = true;
 	leak_groups_give_back(&leaks);
-	if (fds_raised) {
-		int saved_errno = errno;
-		(void)setrlimit(RLIMIT_NOFILE, &nofile);
-		errno = saved_errno;
-	}
+	fds_give_back(fds_made, &nofile);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -311,9 +311,9 @@ START_TEST(test_log_init_keeps_stderr)
 	struct stat a, b;
 	struct rlimit rl;
 
-	/* The duplicate lives at fd >= 1021: only where such fds may exist. */
+	/* The duplicate lives at fd >= 1021, or within 5 of a lower limit (test_log_low_limit_and_reserve). */
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_cur < 1024)
+	if (rl.rlim_cur < 1026)
 		return;
 	tfa_log_init();
 	int fd = tfa_log_fd();
@@ -407,6 +407,66 @@ START_TEST(test_log_kept_fd)
 }
 END_TEST
 
+/*
+ * Under a soft RLIMIT_NOFILE below 1026 the shim's descriptors go to the top
+ * of what it allows (at the lowest numbers a daemon that closed its
+ * descriptors and opened its own got them mixed up).  The reserve is a
+ * pipe's two descriptors there; releasing it closes them, but never a
+ * program's descriptor opened under one of their numbers after it closed
+ * them.
+ */
+START_TEST(test_log_low_limit_and_reserve)
+{
+	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0); /* this test's own process (check forks) */
+	int low = temp_file("low");
+	ck_assert_int_lt(low, 59);
+	int far = tfa_fd_far(low);
+	ck_assert_int_eq(far, 59);
+	ck_assert_int_eq(fcntl(low, F_GETFD), -1);
+	ck_assert_int_eq(tfa_fd_far(far), far); /* already there: left */
+
+	/* Nothing held: nothing released. */
+	ck_assert(!tfa_fd_reserve_release());
+	tfa_fd_reserve_take();
+	struct stat a, b;
+	ck_assert_int_eq(fstat(60, &a), 0);
+	ck_assert_int_eq(fstat(61, &b), 0);
+	ck_assert(S_ISFIFO(a.st_mode) && a.st_ino == b.st_ino);
+	ck_assert_int_eq(fcntl(60, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	tfa_fd_reserve_take(); /* held already: nothing more taken */
+	ck_assert_int_eq(fcntl(62, F_GETFD), -1);
+
+	/* Out of descriptors: released, both numbers free for the profile's files. */
+	int n = 0;
+	while (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
+		n++;
+	ck_assert_int_eq(errno, EMFILE);
+	ck_assert(tfa_fd_reserve_release());
+	ck_assert_int_eq(fcntl(60, F_GETFD), -1);
+	ck_assert_int_eq(fcntl(61, F_GETFD), -1);
+	int f1 = open("/dev/null", O_RDONLY), f2 = open("/dev/null", O_RDONLY);
+	ck_assert(f1 >= 0 && f2 >= 0);
+	close(f1);
+	close(f2);
+	tfa_fd_reserve_take(); /* given back */
+	ck_assert_int_eq(fstat(60, &a), 0);
+	ck_assert(S_ISFIFO(a.st_mode));
+
+	/* The program closes them and opens a pipe of its own there: not the reserve's. */
+	close(60);
+	close(61);
+	int mine[2];
+	ck_assert_int_eq(pipe(mine), 0);
+	ck_assert(mine[0] == 60 || mine[1] == 60);
+	ck_assert(!tfa_fd_reserve_release());
+	ck_assert_int_eq(fcntl(60, F_GETFD) & FD_CLOEXEC, 0); /* still open: the program's */
+	ck_assert_int_eq(fcntl(61, F_GETFD) & FD_CLOEXEC, 0);
+	temp_files_remove();
+}
+END_TEST
+
 static Suite *
 log_suite(void)
 {
@@ -433,6 +493,7 @@ log_suite(void)
 	tcase_add_test(tc, test_log_line_format);
 	tcase_add_test(tc, test_log_init_keeps_stderr);
 	tcase_add_test(tc, test_log_kept_fd);
+	tcase_add_test(tc, test_log_low_limit_and_reserve);
 	suite_add_tcase(s, tc);
 	return s;
 }
