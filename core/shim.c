@@ -95,6 +95,8 @@ static struct {
 } proc;
 
 static bool take_final_write(void);
+static int final_write(uint32_t end_reason, int32_t exit_code);
+static void wait_final_write(void);
 static void capture_final_context(void);
 
 /* ---- memory over time and periodic snapshots ------------------------------------------------ */
@@ -225,7 +227,9 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 	}
 	if (opts.abort_on_error) {
 		tfa_log("TFALLOC_ABORT_ON_ERROR is set: aborting");
-		if (take_final_write() && tfa_shim_write_profile(TFA_END_SIGNAL, SIGABRT) != 0)
+		if (!take_final_write())
+			wait_final_write();
+		else if (final_write(TFA_END_SIGNAL, SIGABRT) != 0)
 			tfa_log("the profile could not be written before the abort");
 		abort();
 	}
@@ -1685,13 +1689,52 @@ tfa_shim_state(void)
  * Never a vfork or clone(CLONE_VM) child: it has a pid of its own but no fork
  * handler ran, and it shares the parent's memory, which it must not change.
  */
+static pid_t final_tid;  /* the thread that took the final write; 0: none */
+static bool final_done;  /* it is written (or failed, said in its line) */
+
 static bool
 take_final_write(void)
 {
 	if (getpid() != proc.pid)
 		return false;
-	return __atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL)
-	       == TFA_SHIM_READY;
+	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+		return false;
+	__atomic_store_n(&final_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The final profile, by the thread that took its write. */
+static int
+final_write(uint32_t end_reason, int32_t exit_code)
+{
+	int err = tfa_shim_write_profile(end_reason, exit_code);
+
+	__atomic_store_n(&final_done, true, __ATOMIC_RELEASE);
+	return err;
+}
+
+/*
+ * A thread that ends the process (_exit, a fatal signal, glibc's exit once
+ * no exit handler is left) while another writes the final profile waits
+ * until it is written: the process ended in the middle of it, and the
+ * profile was lost (four threads calling exit at once: no profile, and no
+ * line, in three runs of three).  At most a minute: a writer stopped for
+ * good must not hold the process forever.
+ */
+static void
+wait_final_write(void)
+{
+	if (getpid() != proc.pid)
+		return;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+
+	for (int waited = 0; waited < 60000; waited++) {
+		if (tfa_shim_state() != TFA_SHIM_SHUTDOWN || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
+		    || __atomic_load_n(&final_tid, __ATOMIC_ACQUIRE) == self)
+			return;
+		nanosleep(&ms, NULL);
+	}
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
@@ -1913,7 +1956,53 @@ on_exit_hook(int status, void *arg)
 		return;
 	capture_final_context();
 	/* A failure was reported on stderr by the summary line. */
-	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
+	int err = final_write(TFA_END_EXIT, status);
+	(void)err;
+}
+
+/*
+ * Registered just before on_exit_hook, so run just after it: glibc's exit
+ * in two threads at once runs the handlers between them, and a thread that
+ * finds none left ends the process, whether or not another still writes the
+ * profile in on_exit_hook.  The thread that runs this waits for the profile,
+ * and first registers it again, for the next thread that comes to the end
+ * of the handlers (glibc runs handlers registered meanwhile).
+ */
+static void
+exit_barrier(int status, void *arg)
+{
+	(void)status;
+	if (getpid() != proc.pid || tfa_shim_state() != TFA_SHIM_SHUTDOWN
+	    || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
+	    || __atomic_load_n(&final_tid, __ATOMIC_ACQUIRE) == (pid_t)syscall(SYS_gettid))
+		return;
+	(void)on_exit(exit_barrier, arg);
+	wait_final_write();
+}
+
+/*
+ * quick_exit skips exit handlers and ends the process by glibc's internal
+ * _exit, which preload/exit_hooks.c does not see: the profile was lost.
+ * tfalloc's quick_exit keeps the status; this handler, registered at start
+ * and so run after the program's at_quick_exit handlers, writes it.
+ */
+static int quick_exit_status;
+
+void
+tfa_shim_before_quick_exit(int status)
+{
+	__atomic_store_n(&quick_exit_status, status, __ATOMIC_RELAXED);
+}
+
+static void
+on_quick_exit_hook(void)
+{
+	if (!take_final_write()) {
+		wait_final_write();
+		return;
+	}
+	capture_final_context();
+	int err = final_write(TFA_END_EXIT, __atomic_load_n(&quick_exit_status, __ATOMIC_RELAXED));
 	(void)err;
 }
 
@@ -2003,7 +2092,9 @@ tfa_shim_init(void)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
 	set_outdir();
+	(void)on_exit(exit_barrier, NULL);
 	proc.exit_hooked = on_exit(on_exit_hook, NULL) == 0;
+	(void)at_quick_exit(on_quick_exit_hook);
 	if (opts.catch_signals)
 		install_signal_handlers();
 	pthread_atfork(tfa_shim_prefork, tfa_shim_postfork_parent, tfa_shim_postfork_child);
@@ -3192,10 +3283,12 @@ tfa_shim_write_stats(int fd)
 void
 tfa_shim_on_fast_exit(int status)
 {
-	if (!take_final_write())
+	if (!take_final_write()) {
+		wait_final_write();
 		return;
+	}
 	capture_final_context();
-	int err = tfa_shim_write_profile(TFA_END_EXIT, status);
+	int err = final_write(TFA_END_EXIT, status);
 	(void)err;
 }
 
@@ -3204,7 +3297,7 @@ tfa_shim_before_exec(void)
 {
 	if (!take_final_write())
 		return false;
-	int err = tfa_shim_write_profile(TFA_END_EXEC, 0);
+	int err = final_write(TFA_END_EXEC, 0);
 	(void)err;
 	return true;
 }
@@ -3220,6 +3313,8 @@ tfa_shim_exec_failed(void)
 	profile_path[0] = '\0';
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	__atomic_store_n(&final_done, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&final_tid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
 }
 
@@ -3230,7 +3325,7 @@ tfa_shim_fini(void)
 	if (proc.exit_hooked || !take_final_write())
 		return;
 	capture_final_context();
-	int err = tfa_shim_write_profile(TFA_END_UNKNOWN, 0);
+	int err = final_write(TFA_END_UNKNOWN, 0);
 	(void)err;
 }
 
@@ -3310,9 +3405,11 @@ die_by(int sig, bool synchronous)
 static void
 write_signal_profile(int sig)
 {
-	if (!take_final_write())
+	if (!take_final_write()) {
+		wait_final_write();
 		return;
-	int err = tfa_shim_write_profile(TFA_END_SIGNAL, sig);
+	}
+	int err = final_write(TFA_END_SIGNAL, sig);
 	(void)err;
 }
 
@@ -3624,6 +3721,9 @@ tfa_shim_postfork_child(void)
 	tfa_kept_fd_drop(&kept_profile);
 	tfa_leak_drop_maps();
 	snapshot_failed = false;
+	/* Forked while its parent wrote the final profile: the parent's thread is not here to finish it. */
+	final_tid = 0;
+	final_done = tfa_shim_state() == TFA_SHIM_SHUTDOWN;
 	tfa_lock_init(&timeline_lock);
 	tfa_timeline_init(&timeline, tfa_monotonic_ns(), TIMELINE_FIRST_INTERVAL_NS);
 	tfa_devices_set_time_origin(timeline.start_ns);

@@ -72,6 +72,8 @@ void tfa_shim_fini(void);
  * vfork child (it shares the parent's memory and must change nothing).
  */
 void tfa_shim_on_fast_exit(int status);
+/* quick_exit(status) is called: its status, for the profile its at_quick_exit handler writes. */
+void tfa_shim_before_quick_exit(int status);
 
 /*
  * exec: writes the profile (end reason exec) and returns true, unless this is

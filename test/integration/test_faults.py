@@ -95,7 +95,13 @@ Cases:
                 regular file of mode 0600 under another name and reads back
   exit_paths    how a process ends, each leaving a profile that says so:
                 abort() (signal 6), a real SIGSEGV (a store through NULL,
-                signal 11), _exit(7) from main
+                signal 11), _exit(7) from main, quick_exit(9) after the
+                program's at_quick_exit handler (it left no profile: glibc
+                ends it by its internal _exit), and four threads calling
+                exit(5) at once, 10 runs (the thread that found no exit
+                handler left ended the process while another wrote the
+                profile: none, in 3 runs of 3), and a thread calling
+                _exit(5) while main's exit(5) writes the profile, 10 runs
   control_user  tfalloc snapshot of a process of another user, by a third
                 user: refused in one line, status 1, the process unaffected;
                 then the answers' directory of the process's user squatted
@@ -530,8 +536,9 @@ def case_symlink(ctx):
 
 def case_exit_paths(ctx):
     path = ctx.prog("tp_signal")
-    for how, status, reason, code in (("abort", -6, "signal", 6), ("fault", -11, "signal", 11),
-                                      ("_exit", 7, "exit", 7)):
+    ways = [("abort", -6, "signal", 6), ("fault", -11, "signal", 11), ("_exit", 7, "exit", 7),
+            ("quick_exit", 9, "exit", 9)] + [("exit_race", 5, "exit", 5), ("exit_fast", 5, "exit", 5)] * 10
+    for how, status, reason, code in ways:
         argv = [path, "0", how]
         plain = ctx.run_plain(argv)
         T.check_eq(plain.returncode, status, "tp_signal %s without tfalloc: status\n%s" % (how, plain.describe()))

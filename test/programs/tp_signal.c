@@ -14,9 +14,16 @@
  *   abort      calls abort()
  *   fault      stores through a NULL pointer (a real SIGSEGV)
  *   _exit      calls _exit(7)
- * (these three print "ENDING how" and ignore argv[1]).
+ *   quick_exit registers an at_quick_exit handler that prints "AT QUICK
+ *              EXIT", then calls quick_exit(9)
+ *   exit_race  four threads call exit(5) at once while main allocates and
+ *              frees without end
+ *   exit_fast  main calls exit(5); its atexit handler lets a thread go that
+ *              calls _exit(5) at once, while exit goes on
+ * (these print "ENDING how" and ignore argv[1]).
  * "baseline" does nothing.
  */
+#include <pthread.h>
 #include <signal.h>
 
 #include "tp_common.h"
@@ -49,6 +56,38 @@ other_handler(int sig)
 	(void)sig;
 }
 
+static void
+at_quick(void)
+{
+	tp_out("AT QUICK EXIT\n");
+}
+
+static volatile int race_go;
+
+static void *
+race_fast_exit(void *arg)
+{
+	(void)arg;
+	while (!race_go)
+		;
+	_exit(5);
+}
+
+static void
+let_go(void)
+{
+	race_go = 1;
+}
+
+static void *
+race_exit(void *arg)
+{
+	(void)arg;
+	while (!race_go)
+		;
+	exit(5);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -74,6 +113,26 @@ main(int argc, char **argv)
 	} else if (strcmp(how, "_exit") == 0) {
 		tp_out("ENDING _exit\n");
 		_exit(7);
+	} else if (strcmp(how, "quick_exit") == 0) {
+		tp_out("ENDING quick_exit\n");
+		TP_CHECK(at_quick_exit(at_quick) == 0, "at_quick_exit");
+		quick_exit(9);
+	} else if (strcmp(how, "exit_race") == 0) {
+		tp_out("ENDING exit_race\n");
+		pthread_t t[4];
+		for (int i = 0; i < 4; i++)
+			TP_CHECK(pthread_create(&t[i], NULL, race_exit, NULL) == 0, "pthread_create");
+		race_go = 1;
+		for (;;) {
+			void *volatile p = malloc(32);
+			free(p);
+		}
+	} else if (strcmp(how, "exit_fast") == 0) {
+		tp_out("ENDING exit_fast\n");
+		pthread_t t;
+		TP_CHECK(pthread_create(&t, NULL, race_fast_exit, NULL) == 0, "pthread_create");
+		TP_CHECK(atexit(let_go) == 0, "atexit");
+		exit(5);
 	}
 	if (strcmp(how, "dfl") == 0) {
 		struct sigaction dfl;
