@@ -423,6 +423,27 @@ stack_cache_give_back(tfa_stack_cache_t *c)
  * -1 when not served (no cache, a stack the cached walk cannot take):
  * capture_stack walks without it.
  */
+/*
+ * A capture's walk is where an allocation goes deepest into the stack: a
+ * recursion without end that allocates overflows there most of the time.
+ * The walk changes nothing the profile reads and holds none of the shim's
+ * locks, so a fault inside it may still write the profile
+ * (fatal_signal_handler), where any other fault inside a shim call may not.
+ */
+static TFA_ALWAYS_INLINE void
+walk_begin(void)
+{
+	tfa_tls.walking = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static TFA_ALWAYS_INLINE void
+walk_end(void)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tfa_tls.walking = 0;
+}
+
 static int
 capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_out)
 {
@@ -435,7 +456,9 @@ capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_
 		stack_cache_give_back(c);
 		return -1;
 	}
+	walk_begin();
 	int got = tfa_unwind_capture_cached_above(frame, c, stacks.self_lo, stacks.self_hi);
+	walk_end();
 	int served = 1;
 	if (got == 0) {
 		*id_out = 0;
@@ -503,7 +526,9 @@ capture_stack(void)
 		}
 	}
 	if (cached < 0) {
+		walk_begin();
 		n = tfa_unwind_capture_above(stacks.mode, frame, pcs, max, 0);
+		walk_end();
 		while (skip < n && pcs[skip] >= stacks.self_lo && pcs[skip] < stacks.self_hi)
 			skip++;
 	}
@@ -3534,7 +3559,7 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 		errno = saved_errno;
 		return;
 	}
-	if (tfa_tls.in_shim != 0) {
+	if (tfa_tls.in_shim != 0 && !(synchronous && tfa_tls.walking != 0)) {
 		if (synchronous) {
 			/* A fault inside the shim itself: writing now could fault again. */
 			die_by(sig, true);
@@ -3553,6 +3578,9 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 static void
 install_signal_handlers(void)
 {
+	/* Each thread's handler runs on an alternate stack (core/thread.h): a stack overflow keeps its profile. */
+	__atomic_store_n(&tfa_thread_altstack_on, true, __ATOMIC_RELAXED);
+	tfa_thread_altstack_self();
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++) {
 		struct sigaction old, sa;
 		int sig = fatal_signals[i];
@@ -3636,7 +3664,13 @@ tfa_shim_sigaction(int sig, const struct sigaction *act, struct sigaction *oldac
 			ours.sa_sigaction = fatal_signal_handler;
 			/* Its mask and flags, but one-shot stays ours to emulate (prog_act). */
 			ours.sa_mask = act->sa_mask;
-			ours.sa_flags = SA_SIGINFO | SA_ONSTACK
+			/*
+			 * The shim's own work (the default action's profile) on the
+			 * alternate stack, where a stack overflow leaves room for it;
+			 * a program's handler where the program asked for it.
+			 */
+			bool dfl = (act->sa_flags & SA_SIGINFO) == 0 && act->sa_handler == SIG_DFL;
+			ours.sa_flags = SA_SIGINFO | (dfl ? SA_ONSTACK : (act->sa_flags & SA_ONSTACK))
 					| (act->sa_flags & (SA_RESTART | SA_NODEFER | SA_NOCLDSTOP | SA_NOCLDWAIT));
 			set_prog_act(sig, act);
 			r = __sigaction(sig, &ours, NULL);

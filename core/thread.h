@@ -86,6 +86,8 @@ typedef struct tfa_thread_rec_s {
 	 */
 	struct tfa_stack_cache_s *stack_cache;
 	bool stack_cache_failed;
+	/* The alternate signal stack the record's thread runs handlers on (tfa_thread_altstack_on); kept with the record. */
+	void *altstack;
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
 enum tfa_tls_state_e {
@@ -116,6 +118,7 @@ typedef struct tfa_tls_s {
 	int64_t sample_left;       /* bytes until the next sampled allocation (TFALLOC_SAMPLE_BYTES) */
 	uint64_t sample_rng;       /* xorshift state of the sampling intervals; 0: not seeded */
 	uint32_t tick_left;        /* allocations until the shim next looks at the clock (core/shim.c) */
+	uint32_t walking;          /* nonzero: inside a stack walk of a capture (core/shim.c, walk_begin) */
 	uintptr_t recent_free[TFA_RECENT_FREES]; /* the last pointers this thread freed */
 } tfa_tls_t;
 
@@ -194,6 +197,15 @@ void tfa_thread_foreach(void (*fn)(void *arg, tfa_thread_rec_t *rec), void *arg)
 
 /* Number of threads registered now (live records). */
 uint32_t tfa_thread_live_count(void);
+
+/*
+ * Whether a registered thread without an alternate signal stack of its own
+ * gets one of the shim's (the shim's fatal-signal handler runs there, so that
+ * a stack overflow still leaves a profile).  Set once at init; then call
+ * tfa_thread_altstack_self for the calling thread, registered before.
+ */
+extern bool tfa_thread_altstack_on;
+void tfa_thread_altstack_self(void);
 
 void tfa_thread_prefork(void);
 void tfa_thread_postfork_parent(void);

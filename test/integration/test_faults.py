@@ -101,7 +101,12 @@ Cases:
                 exit(5) at once, 10 runs (the thread that found no exit
                 handler left ended the process while another wrote the
                 profile: none, in 3 runs of 3), and a thread calling
-                _exit(5) while main's exit(5) writes the profile, 10 runs
+                _exit(5) while main's exit(5) writes the profile, 10 runs;
+                a stack overflow (signal 11) in main, with each stack mode,
+                and in a thread that allocates at every level, with stacks
+                (the kernel had no stack to run the handler on: no
+                profile; then, with stacks, the overflow came in the
+                capture's walk, inside the shim)
   control_user  tfalloc snapshot of a process of another user, by a third
                 user: refused in one line, status 1, the process unaffected;
                 then the answers' directory of the process's user squatted
@@ -538,11 +543,16 @@ def case_exit_paths(ctx):
     path = ctx.prog("tp_signal")
     ways = [("abort", -6, "signal", 6), ("fault", -11, "signal", 11), ("_exit", 7, "exit", 7),
             ("quick_exit", 9, "exit", 9)] + [("exit_race", 5, "exit", 5), ("exit_fast", 5, "exit", 5)] * 10
-    for how, status, reason, code in ways:
+    ways = [(w + (None,)) for w in ways]
+    ways += [("overflow", -11, "signal", 11, m) for m in ("unwind", "fp", "none")]
+    ways += [("overflow_alloc", -11, "signal", 11, m) for m in ("unwind", "fp")] * 3
+    for how, status, reason, code, stacks in ways:
         argv = [path, "0", how]
         plain = ctx.run_plain(argv)
         T.check_eq(plain.returncode, status, "tp_signal %s without tfalloc: status\n%s" % (how, plain.describe()))
-        r, rep = ctx.run_and_report(argv, via="preload", what="tp_signal " + how, expect_status=status)
+        env = {"TFALLOC_STACKS": stacks} if stacks else None
+        how = how + (" with TFALLOC_STACKS=" + stacks if stacks else "")
+        r, rep = ctx.run_and_report(argv, via="preload", what="tp_signal " + how, expect_status=status, env=env)
         T.same_output(plain, r, "tp_signal " + how)
         proc = T.only_process(rep, "tp_signal " + how)
         T.check_eq((proc.get("complete"), proc.get("end_reason"), proc.get("exit_code")), (True, reason, code),

@@ -20,6 +20,8 @@
  *              frees without end
  *   exit_fast  main calls exit(5); its atexit handler lets a thread go that
  *              calls _exit(5) at once, while exit goes on
+ *   overflow   a recursion without end in main: its stack overflows (SIGSEGV)
+ *   overflow_alloc  the same in a thread, allocating 16 bytes at each level
  * (these print "ENDING how" and ignore argv[1]).
  * "baseline" does nothing.
  */
@@ -79,6 +81,29 @@ let_go(void)
 	race_go = 1;
 }
 
+static volatile int never = -1;
+static void *levels[64];
+
+static int
+recurse(int n, int alloc)
+{
+	volatile char frame[512];
+
+	frame[0] = (char)n;
+	if (n == never)
+		return 0;
+	if (alloc)
+		levels[n % 64] = malloc(16);
+	return recurse(n + 1, alloc) + frame[0];
+}
+
+static void *
+recurse_allocating(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)recurse(0, 1);
+}
+
 static void *
 race_exit(void *arg)
 {
@@ -127,6 +152,15 @@ main(int argc, char **argv)
 			void *volatile p = malloc(32);
 			free(p);
 		}
+	} else if (strcmp(how, "overflow") == 0) {
+		tp_out("ENDING overflow\n");
+		return recurse(0, 0);
+	} else if (strcmp(how, "overflow_alloc") == 0) {
+		tp_out("ENDING overflow_alloc\n");
+		pthread_t t;
+		TP_CHECK(pthread_create(&t, NULL, recurse_allocating, NULL) == 0, "pthread_create");
+		pthread_join(t, NULL);
+		return 1;
 	} else if (strcmp(how, "exit_fast") == 0) {
 		tp_out("ENDING exit_fast\n");
 		pthread_t t;
