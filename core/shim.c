@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "core/arena.h"
@@ -3427,15 +3428,68 @@ die_by(int sig, bool synchronous)
 	raise(sig);
 }
 
+/*
+ * Writing the profile takes 8 to 16 KiB of stack.  A program that set an
+ * alternate stack of its own for its handlers (Rust does, in every thread:
+ * 8 KiB) had tfalloc's handler run there too: it overflowed it, and the
+ * process died of SIGSEGV instead of its signal, without a profile (SIGTERM
+ * to a program with an alternate stack of 8 KiB: status 139).  The writer
+ * moves to a stack of the shim's then: one for the process, as only the
+ * thread that took the final write uses it.
+ */
+#define WRITER_STACK_BYTES ((size_t)64 << 10)
+#define WRITER_STACK_ROOM  ((size_t)48 << 10) /* less left on an alternate stack: moved */
+
+static char *writer_stack;
+static ucontext_t writer_ctx, writer_back;
+static int writer_sig;
+static bool writer_synchronous;
+
+/* The process ends from the writer's stack too: back on a small one, die_by's call could overflow it. */
 static void
-write_signal_profile(int sig)
+writer_on_stack(void)
+{
+	int err = final_write(TFA_END_SIGNAL, writer_sig);
+	(void)err;
+	die_by(writer_sig, writer_synchronous);
+}
+
+static bool
+stack_short(void)
+{
+	stack_t cur;
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+
+	return sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_ONSTACK) != 0
+	       && here - (uintptr_t)cur.ss_sp < WRITER_STACK_ROOM;
+}
+
+/*
+ * The final profile for sig (or a wait for the thread writing it), then the
+ * end by sig: die_by (for a fault, when the handler returns).
+ */
+static void
+write_signal_profile_and_die(int sig, bool synchronous)
 {
 	if (!take_final_write()) {
 		wait_final_write();
+		die_by(sig, synchronous);
 		return;
+	}
+	if (writer_stack != NULL && stack_short() && getcontext(&writer_ctx) == 0) {
+		writer_ctx.uc_stack.ss_sp = writer_stack;
+		writer_ctx.uc_stack.ss_size = WRITER_STACK_BYTES;
+		writer_ctx.uc_link = &writer_back;
+		writer_sig = sig;
+		writer_synchronous = synchronous;
+		makecontext(&writer_ctx, writer_on_stack, 0);
+		/* Back here when writer_on_stack returns (uc_link): a fault, to be raised again. */
+		if (swapcontext(&writer_back, &writer_ctx) == 0)
+			return;
 	}
 	int err = final_write(TFA_END_SIGNAL, sig);
 	(void)err;
+	die_by(sig, synchronous);
 }
 
 /*
@@ -3510,8 +3564,7 @@ handle_pending_signal(void)
 		tfa_remote_serve_queue();
 		return;
 	}
-	write_signal_profile(sig);
-	die_by(sig, false);
+	write_signal_profile_and_die(sig, false);
 }
 
 /* A fault of the thread's own instruction: its handler cannot wait (the instruction would fault again). */
@@ -3569,8 +3622,7 @@ fatal_signal_handler(int sig, siginfo_t *info, void *ucontext)
 		errno = saved_errno;
 		return;
 	}
-	write_signal_profile(sig);
-	die_by(sig, synchronous);
+	write_signal_profile_and_die(sig, synchronous);
 	errno = saved_errno;
 }
 
@@ -3581,6 +3633,14 @@ install_signal_handlers(void)
 	/* Each thread's handler runs on an alternate stack (core/thread.h): a stack overflow keeps its profile. */
 	__atomic_store_n(&tfa_thread_altstack_on, true, __ATOMIC_RELAXED);
 	tfa_thread_altstack_self();
+	/* The writer's stack when the program's alternate stack is too small (write_signal_profile_and_die). */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, WRITER_STACK_BYTES + page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (m != MAP_FAILED) {
+		(void)mprotect(m, page, PROT_NONE);
+		writer_stack = m + page;
+	}
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++) {
 		struct sigaction old, sa;
 		int sig = fatal_signals[i];

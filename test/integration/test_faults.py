@@ -106,7 +106,10 @@ Cases:
                 and in a thread that allocates at every level, with stacks
                 (the kernel had no stack to run the handler on: no
                 profile; then, with stacks, the overflow came in the
-                capture's walk, inside the shim)
+                capture's walk, inside the shim); SIGTERM to a program
+                with an alternate signal stack of its own as small as
+                Rust's (the profile's writing overflowed it: status 139,
+                no profile)
   control_user  tfalloc snapshot of a process of another user, by a third
                 user: refused in one line, status 1, the process unaffected;
                 then the answers' directory of the process's user squatted
@@ -545,15 +548,19 @@ def case_exit_paths(ctx):
             ("quick_exit", 9, "exit", 9)] + [("exit_race", 5, "exit", 5), ("exit_fast", 5, "exit", 5)] * 10
     ways = [(w + (None,)) for w in ways]
     ways += [("overflow", -11, "signal", 11, m) for m in ("unwind", "fp", "none")]
+    ways += [("altstack", -15, "signal", 15, m) for m in ("unwind", "none")]
     ways += [("overflow_alloc", -11, "signal", 11, m) for m in ("unwind", "fp")] * 3
     for how, status, reason, code, stacks in ways:
-        argv = [path, "0", how]
+        argv = [path, str(code) if how == "altstack" else "0", how]
         plain = ctx.run_plain(argv)
         T.check_eq(plain.returncode, status, "tp_signal %s without tfalloc: status\n%s" % (how, plain.describe()))
         env = {"TFALLOC_STACKS": stacks} if stacks else None
         how = how + (" with TFALLOC_STACKS=" + stacks if stacks else "")
         r, rep = ctx.run_and_report(argv, via="preload", what="tp_signal " + how, expect_status=status, env=env)
-        T.same_output(plain, r, "tp_signal " + how)
+        if how.startswith("altstack"):
+            T.check_eq(r.out, "SIGNAL %d\n" % r.pid, "tp_signal %s: output" % how)  # its pid
+        else:
+            T.same_output(plain, r, "tp_signal " + how)
         proc = T.only_process(rep, "tp_signal " + how)
         T.check_eq((proc.get("complete"), proc.get("end_reason"), proc.get("exit_code")), (True, reason, code),
                    "tp_signal %s: complete, end_reason, exit_code" % how)

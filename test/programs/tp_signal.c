@@ -20,6 +20,9 @@
  *              frees without end
  *   exit_fast  main calls exit(5); its atexit handler lets a thread go that
  *              calls _exit(5) at once, while exit goes on
+ *   altstack   an alternate signal stack of its own, sized as Rust's runtime
+ *              sizes it (SIGSTKSZ, at least AT_MINSIGSTKSZ, 8 KiB at least),
+ *              then the signal argv[1] (no "ENDING")
  *   overflow   a recursion without end in main: its stack overflows (SIGSEGV)
  *   overflow_alloc  the same in a thread, allocating 16 bytes at each level
  * (these print "ENDING how" and ignore argv[1]).
@@ -27,6 +30,8 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 
 #include "tp_common.h"
 
@@ -167,6 +172,15 @@ main(int argc, char **argv)
 		TP_CHECK(pthread_create(&t, NULL, race_fast_exit, NULL) == 0, "pthread_create");
 		TP_CHECK(atexit(let_go) == 0, "atexit");
 		exit(5);
+	}
+	if (strcmp(how, "altstack") == 0) {
+		size_t size = 8192;
+		if (getauxval(AT_MINSIGSTKSZ) > size)
+			size = getauxval(AT_MINSIGSTKSZ);
+		void *m = mmap(NULL, size + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		TP_CHECK(m != MAP_FAILED && mprotect(m, 4096, PROT_NONE) == 0, "mmap");
+		stack_t ss = { .ss_sp = (char *)m + 4096, .ss_size = size };
+		TP_CHECK(sigaltstack(&ss, NULL) == 0, "sigaltstack");
 	}
 	if (strcmp(how, "dfl") == 0) {
 		struct sigaction dfl;
