@@ -684,9 +684,16 @@ tfa_leak_maps_read(tfa_leak_maps_t *m)
 				m->r[m->n].hi = hi;
 				m->n++;
 			}
-			/* "rw-p 00000000 00:00 0" and no path: anonymous. */
-			if (memcmp(perms, "rw-p", 4) == 0 && anonymous(perms + 4, eol)) {
-				if (prev_none && prev_hi == lo) {
+			/*
+			 * "rw-p 00000000 00:00 0" and no path: anonymous.  Any
+			 * readable private one is a root: a JIT's code (a JVM's
+			 * code cache, rwxp) holds pointers to the blocks that
+			 * describe it, which were "definitely lost" while only
+			 * rw-p was scanned (a JVM: 238 KB at 335 sites).
+			 */
+			bool anon = perms[0] == 'r' && perms[3] == 'p' && anonymous(perms + 4, eol);
+			if (anon) {
+				if (memcmp(perms, "rw-p", 4) == 0 && prev_none && prev_hi == lo) {
 					m->guarded[m->nguarded].lo = lo;
 					m->guarded[m->nguarded].hi = hi;
 					m->nguarded++;
@@ -887,8 +894,11 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 	tfa_leak_range_t *excl = tfa_arena_map(excl_bytes);
 	if (excl == NULL) {
 		/* No memory for the list: the shim's mappings and module only (own is sorted), roots read twice. */
-		for (size_t i = 0; i < maps->nanon; i++) {
-			uintptr_t lo = maps->anon[i].lo, hi = maps->anon[i].hi;
+		for (size_t i = 0; i < maps->nanon + maps->nguarded; i++) {
+			const tfa_leak_range_t *m = i < maps->nanon ? &maps->anon[i] : &maps->guarded[i - maps->nanon];
+			uintptr_t lo = m->lo, hi = m->hi;
+			if (i >= maps->nanon && tfa_leak_find_tcb(lo, hi) != 0)
+				continue;
 			uintptr_t cut_lo = TFA_MAX(lo, roots->self_lo), cut_hi = TFA_MIN(hi, roots->self_hi);
 			if (cut_lo < cut_hi) {
 				bytes += add_anon_range(roots, own, nown, b, n, lo, cut_lo);
@@ -907,6 +917,16 @@ tfa_leak_roots_add_anon(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps,
 	sort_ranges(excl, nexcl);
 	for (size_t i = 0; i < maps->nanon; i++)
 		bytes += add_anon_range(roots, excl, nexcl, b, n, maps->anon[i].lo, maps->anon[i].hi);
+	/*
+	 * A guarded mapping without a thread control block at its top is no
+	 * glibc thread stack: the committed part of a reservation (a JVM's
+	 * metaspace and heap are PROT_NONE reservations with rw-p pieces),
+	 * which holds pointers as any anonymous mapping does.  Its blocks had
+	 * been "definitely lost" (a JVM: 1,163 blocks at 249 sites).
+	 */
+	for (size_t i = 0; i < maps->nguarded; i++)
+		if (tfa_leak_find_tcb(maps->guarded[i].lo, maps->guarded[i].hi) == 0)
+			bytes += add_anon_range(roots, excl, nexcl, b, n, maps->guarded[i].lo, maps->guarded[i].hi);
 	tfa_arena_unmap(excl, excl_bytes);
 	return bytes;
 }

@@ -149,7 +149,7 @@ typedef struct tfa_leak_maps_s {
 	 */
 	tfa_leak_range_t *guarded;
 	size_t nguarded;
-	/* The other anonymous read-write mappings without a name (not [heap], [stack]). */
+	/* The other readable private anonymous mappings without a name (not [heap], [stack]). */
 	tfa_leak_range_t *anon;
 	size_t nanon;
 	char *text;            /* the file as read, kept mapped while the list is used */
@@ -185,9 +185,10 @@ uintptr_t tfa_leak_find_tcb(uintptr_t lo, uintptr_t hi);
 struct tfa_leak_roots_s;
 
 /*
- * Adds as roots the anonymous mappings (maps->anon) the program made itself,
- * as memcheck scans them (an allocator of the program's own on mmap, as
- * pymalloc's arenas; the loader's own memory, where the link_maps are):
+ * Adds as roots the anonymous mappings (maps->anon, and the guarded ones
+ * without a thread control block) the program made itself, as memcheck
+ * scans them (an allocator of the program's own on mmap, as pymalloc's
+ * arenas; the loader's own memory, where the link_maps are; a JIT's code):
  * each mapping without the ranges of own[0..nown) (sorted by address: the
  * shim's mappings), without the excluded module's range (roots->self_lo,
  * self_hi: the shim's .bss), without what roots holds already (a module's
