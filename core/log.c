@@ -401,7 +401,9 @@ tfa_log(const char *fmt, ...)
 	if (n > sizeof(buf) - 2)
 		n = sizeof(buf) - 2;
 	buf[n++] = '\n';
+	int cancel = tfa_cancel_off();
 	(void)tfa_write_all(tfa_log_fd(), buf, n);
+	tfa_cancel_restore(cancel);
 	errno = saved_errno;
 }
 
@@ -433,12 +435,14 @@ long
 tfa_read_small_file(const char *path, char *buf, size_t size)
 {
 	int saved_errno = errno;
+	int cancel = tfa_cancel_off();
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t len = 0;
 
 	if (fd < 0 || size == 0) {
 		if (fd >= 0)
 			close(fd);
+		tfa_cancel_restore(cancel);
 		errno = saved_errno;
 		return -1;
 	}
@@ -451,6 +455,7 @@ tfa_read_small_file(const char *path, char *buf, size_t size)
 		len += (size_t)n;
 	}
 	close(fd);
+	tfa_cancel_restore(cancel);
 	buf[len] = '\0';
 	errno = saved_errno;
 	return (long)len;

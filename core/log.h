@@ -11,6 +11,7 @@
 #ifndef TFA_CORE_LOG_H
 #define TFA_CORE_LOG_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -84,6 +85,30 @@ void tfa_kept_fd_take(tfa_kept_fd_t *k, int fd);
 void tfa_kept_fd_drop(tfa_kept_fd_t *k);
 /* A duplicate of k's descriptor (close-on-exec; its file offset shared), or -1. */
 int tfa_kept_fd_dup(const tfa_kept_fd_t *k);
+
+/*
+ * The shim's system calls that are cancellation points (open, write, close,
+ * nanosleep, libunwind's pipe) run with the thread's cancellation off: a
+ * thread that pthread_cancel had marked was cancelled inside a snapshot, and
+ * unwound with the shim's locks held; the exit's profile then waited for them
+ * forever (a process that never ended).  Returns the state to restore.
+ */
+static inline int
+tfa_cancel_off(void)
+{
+	int old = PTHREAD_CANCEL_ENABLE;
+
+	(void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+static inline void
+tfa_cancel_restore(int old)
+{
+	int was;
+
+	(void)pthread_setcancelstate(old, &was);
+}
 
 /*
  * One line on stderr, "tfalloc[PID]: message\n".  Messages longer than 1 KiB

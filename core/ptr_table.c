@@ -136,7 +136,9 @@ tlb_flush_barrier(void)
 		TFA_LOG_ONCE("neither membarrier nor mprotect can be made (a seccomp filter): "
 			     "the pointer table waits 1 ms where it needs a barrier");
 		struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+		int cancel = tfa_cancel_off(); /* the gate is closed meanwhile (core/log.h) */
 		nanosleep(&ms, NULL);
+		tfa_cancel_restore(cancel);
 	}
 }
 

@@ -192,7 +192,9 @@ tfa_remote_serve_queue(void)
 		tfa_tls.pending_signal = TFA_REMOTE_PENDING;
 		return;
 	}
+	int cancel = tfa_cancel_off(); /* answers are files: open, write, close (core/log.h) */
 	drain();
+	tfa_cancel_restore(cancel);
 	errno = saved_errno;
 }
 

@@ -1754,13 +1754,16 @@ wait_final_write(void)
 		return;
 	pid_t self = (pid_t)syscall(SYS_gettid);
 	struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+	/* nanosleep is a cancellation point: a thread ending the process must not end alone instead. */
+	int cancel = tfa_cancel_off();
 
 	for (int waited = 0; waited < 60000; waited++) {
 		if (tfa_shim_state() != TFA_SHIM_SHUTDOWN || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
 		    || __atomic_load_n(&final_tid, __ATOMIC_ACQUIRE) == self)
-			return;
+			break;
 		nanosleep(&ms, NULL);
 	}
+	tfa_cancel_restore(cancel);
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
@@ -2710,6 +2713,7 @@ tfa_shim_before_credentials(void)
 	if (__atomic_load_n(&profile_path[0], __ATOMIC_RELAXED) == '\0'
 	    && tfa_shim_write_profile(TFA_END_RUNNING, 0) != 0)
 		profile_path[0] = '\0'; /* said once, as a failing snapshot is; the exit tries again */
+	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	/* A profile another thread writes meanwhile is waited for (set*id are no calls of the shim's). */
 	tfa_lock(&profile_lock);
@@ -2722,6 +2726,7 @@ tfa_shim_before_credentials(void)
 	tfa_leak_keep_maps();
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	tfa_cancel_restore(cancel);
 	errno = saved_errno;
 }
 
@@ -3233,12 +3238,14 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 
 	tfa_tls.in_shim++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
 	/* A snapshot that lost the race to the final profile must not replace it. */
 	if (end_reason == TFA_END_RUNNING && tfa_shim_state() != TFA_SHIM_READY) {
 		tfa_unlock(&profile_lock);
 		tfa_guard_exit();
+		tfa_cancel_restore(cancel);
 		tfa_tls.in_shim--;
 		return 0;
 	}
@@ -3273,6 +3280,7 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 	fds_give_back(fds_made, &nofile);
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	tfa_cancel_restore(cancel);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	tfa_tls.in_shim--;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -3340,6 +3348,7 @@ void
 tfa_shim_exec_failed(void)
 {
 	/* The process goes on: its profile is not final, and its name is free again. */
+	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
 	if (profile_path[0] != '\0')
@@ -3347,6 +3356,7 @@ tfa_shim_exec_failed(void)
 	profile_path[0] = '\0';
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
+	tfa_cancel_restore(cancel);
 	__atomic_store_n(&final_done, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&final_tid, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim_state, TFA_SHIM_READY, __ATOMIC_RELEASE);
@@ -3877,6 +3887,8 @@ shim_tick(void)
 	    || tfa_tls.holds_all_locks)
 		return;
 	shim_enter();
+	/* The series reads /proc/self/statm, and a snapshot writes a file (core/log.h). */
+	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	uint64_t now = tfa_monotonic_ns();
 	if (tfa_timeline_due(&timeline, now))
@@ -3893,6 +3905,7 @@ shim_tick(void)
 		int err = tfa_shim_write_profile(TFA_END_RUNNING, 0);
 		(void)err;
 	}
+	tfa_cancel_restore(cancel);
 	shim_exit();
 	errno = saved_errno;
 }

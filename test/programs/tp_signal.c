@@ -24,6 +24,9 @@
  *              sizes it (SIGSTKSZ, at least AT_MINSIGSTKSZ, 8 KiB at least),
  *              then the signal argv[1] (no "ENDING")
  *   overflow   a recursion without end in main: its stack overflows (SIGSEGV)
+ *   cancel     a thread allocates for 0.3 s and then reaches a cancellation
+ *              point, pthread_cancel'd at its start; main joins it, prints
+ *              "JOINED canceled" and returns 0
  *   overflow_alloc  the same in a thread, allocating 16 bytes at each level
  * (these print "ENDING how" and ignore argv[1]).
  * "baseline" does nothing.
@@ -84,6 +87,29 @@ static void
 let_go(void)
 {
 	race_go = 1;
+}
+
+static double
+seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* No cancellation point of its own until the end: only a shim call's could act on the request. */
+static void *
+allocate_then_test(void *arg)
+{
+	(void)arg;
+	double end = seconds() + 0.3;
+	while (seconds() < end) {
+		void *volatile p = malloc(64);
+		free(p);
+	}
+	pthread_testcancel();
+	return NULL;
 }
 
 static volatile int never = -1;
@@ -157,6 +183,14 @@ main(int argc, char **argv)
 			void *volatile p = malloc(32);
 			free(p);
 		}
+	} else if (strcmp(how, "cancel") == 0) {
+		tp_out("ENDING cancel\n");
+		pthread_t t;
+		void *result;
+		TP_CHECK(pthread_create(&t, NULL, allocate_then_test, NULL) == 0, "pthread_create");
+		TP_CHECK(pthread_cancel(t) == 0 && pthread_join(t, &result) == 0, "pthread_cancel, pthread_join");
+		tp_out("JOINED %s\n", result == PTHREAD_CANCELED ? "canceled" : "returned");
+		return 0;
 	} else if (strcmp(how, "overflow") == 0) {
 		tp_out("ENDING overflow\n");
 		return recurse(0, 0);
