@@ -11,6 +11,7 @@
  */
 #include "core/shim.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -2072,6 +2073,26 @@ set_outdir(void)
 	memcpy(proc.outdir + n + 1, opts.output, m + 1);
 }
 
+/*
+ * A malloc that the program's executable (or a library loaded before
+ * tfalloc) defines comes first in the lookup: none of its calls reach
+ * tfalloc, and the summary said "0 allocations" of a program that
+ * allocates (a program linked with a static tcmalloc or mimalloc that
+ * replaces malloc).  Said once, at the start.
+ */
+static void
+say_foreign_malloc(void)
+{
+	Dl_info theirs, ours;
+	void *m = dlsym(RTLD_DEFAULT, "malloc");
+
+	if (m == NULL || dladdr(m, &theirs) == 0 || dladdr((void *)say_foreign_malloc, &ours) == 0
+	    || theirs.dli_fbase == ours.dli_fbase)
+		return;
+	tfa_log("malloc of %s comes before tfalloc's: the blocks it makes are not seen",
+		theirs.dli_fname != NULL && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : proc.comm);
+}
+
 void
 tfa_shim_init(void)
 {
@@ -2102,6 +2123,7 @@ tfa_shim_init(void)
 	/* Before jemalloc serves anything: every recorded block of it is in the filter. */
 	sfilter_on = strcmp(opts.track, "sampled") == 0;
 	choose_allocator();
+	say_foreign_malloc();
 	if (opts.limit > 0)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
 						       opts.limit > INT64_MAX ? INT64_MAX

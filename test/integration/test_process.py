@@ -24,6 +24,11 @@
   static      a statically linked program under tfalloc run: one line on
               stderr saying it cannot be profiled, its output and exit status
               unchanged, no profile file
+  own_malloc  tp_own_malloc defines malloc itself (as a program linked with a
+              static allocator that replaces malloc): one line on stderr
+              naming it, saying that what it makes is not seen (the summary
+              had said "0 allocations" and nothing else), its output and
+              exit status unchanged, a profile all the same
 """
 import os
 import sys
@@ -264,6 +269,21 @@ def case_static(ctx):
     T.check_eq(files, [], "profile files written for a static program")
 
 
+def case_own_malloc(ctx):
+    path = ctx.prog("tp_own_malloc")
+    plain = ctx.run_plain([path])
+    T.check_eq((plain.returncode, plain.out), (0, "OWN hello\n"), "tp_own_malloc without tfalloc")
+    r, rep = ctx.run_and_report([path], what="tp_own_malloc")
+    T.check_eq(r.out, plain.out, "tp_own_malloc: stdout")
+    lines = r.err_lines()
+    T.check(len(lines) == 1 and "malloc of %s comes before tfalloc's" % path in lines[0]
+            and "not seen" in lines[0], "expected one line naming the program's malloc, got:\n" + r.err)
+    T.only_process(rep, "tp_own_malloc")
+    # A program whose malloc is tfalloc's gets no such line.
+    r = ctx.run_preload([ctx.prog("tp_empty")], quiet=True)
+    T.check_eq(r.err, "", "tp_empty: stderr")
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
@@ -278,6 +298,7 @@ CASES = {
     "signal_query": lambda ctx: signal_disposition_case(ctx, "query"),
     "signal_vfork": case_signal_vfork,
     "static": case_static,
+    "own_malloc": case_own_malloc,
 }
 
 if __name__ == "__main__":
