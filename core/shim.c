@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -2084,10 +2085,19 @@ static void
 say_foreign_malloc(void)
 {
 	Dl_info theirs, ours;
+	void *entry = NULL; /* dladdr1 writes a const ElfW(Sym) * there */
 	void *m = dlsym(RTLD_DEFAULT, "malloc");
 
-	if (m == NULL || dladdr(m, &theirs) == 0 || dladdr((void *)say_foreign_malloc, &ours) == 0
-	    || theirs.dli_fbase == ours.dli_fbase)
+	if (m == NULL || dladdr1(m, &theirs, &entry, RTLD_DL_SYMENT) == 0
+	    || dladdr((void *)say_foreign_malloc, &ours) == 0 || theirs.dli_fbase == ours.dli_fbase)
+		return;
+	/*
+	 * An executable that takes malloc's address (python3) holds a PLT
+	 * entry as the address everyone sees, undefined in its symbol table:
+	 * that entry jumps to tfalloc's malloc.
+	 */
+	const ElfW(Sym) *sym = entry;
+	if (sym == NULL || sym->st_shndx == SHN_UNDEF)
 		return;
 	tfa_log("malloc of %s comes before tfalloc's: the blocks it makes are not seen",
 		theirs.dli_fname != NULL && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : proc.comm);
