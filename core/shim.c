@@ -3684,13 +3684,7 @@ install_signal_handlers(void)
 	__atomic_store_n(&tfa_thread_altstack_on, true, __ATOMIC_RELAXED);
 	tfa_thread_altstack_self();
 	/* The writer's stack when the program's alternate stack is too small (write_signal_profile_and_die). */
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	char *m = mmap(NULL, WRITER_STACK_BYTES + page, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (m != MAP_FAILED) {
-		(void)mprotect(m, page, PROT_NONE);
-		writer_stack = m + page;
-	}
+	writer_stack = tfa_thread_map_stack(WRITER_STACK_BYTES);
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(fatal_signals); i++) {
 		struct sigaction old, sa;
 		int sig = fatal_signals[i];

@@ -43,6 +43,20 @@ static void thread_exit_hook(void *arg);
 bool tfa_thread_altstack_on;
 #define ALTSTACK_BYTES ((size_t)64 << 10)
 
+void *
+tfa_thread_map_stack(size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+		       -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	/* A guard page: a handler that outgrows the stack faults instead of writing below it. */
+	(void)mprotect(m, page, PROT_NONE);
+	return m + page;
+}
+
 static void
 altstack_take(tfa_thread_rec_t *r)
 {
@@ -52,16 +66,8 @@ altstack_take(tfa_thread_rec_t *r)
 	if (!__atomic_load_n(&tfa_thread_altstack_on, __ATOMIC_RELAXED) || sigaltstack(NULL, &cur) != 0
 	    || (cur.ss_flags & SS_DISABLE) == 0)
 		goto out;
-	if (r->altstack == NULL) {
-		size_t page = (size_t)sysconf(_SC_PAGESIZE);
-		char *m = mmap(NULL, ALTSTACK_BYTES + page, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-		if (m == MAP_FAILED)
-			goto out;
-		/* A guard page: a handler that outgrows it faults instead of writing below. */
-		(void)mprotect(m, page, PROT_NONE);
-		r->altstack = m + page;
-	}
+	if (r->altstack == NULL && (r->altstack = tfa_thread_map_stack(ALTSTACK_BYTES)) == NULL)
+		goto out;
 	ss.ss_sp = r->altstack;
 	ss.ss_size = ALTSTACK_BYTES;
 	ss.ss_flags = 0;

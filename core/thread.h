@@ -207,6 +207,12 @@ uint32_t tfa_thread_live_count(void);
 extern bool tfa_thread_altstack_on;
 void tfa_thread_altstack_self(void);
 
+/*
+ * bytes of stack for a signal handler, with a guard page below (the shim's
+ * mmap: its own memory, address space until touched); NULL on failure.
+ */
+void *tfa_thread_map_stack(size_t bytes);
+
 void tfa_thread_prefork(void);
 void tfa_thread_postfork_parent(void);
 void tfa_thread_postfork_child(void);
