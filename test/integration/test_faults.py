@@ -37,7 +37,9 @@ Cases:
                 descriptor fewer than without tfalloc under 64:4096 (the
                 duplicate of stderr, at the top of the limit) and three under
                 64:64 (TFALLOC_STACKS=none: with unwind tables, libunwind's
-                pipe holds two more, see the README's limits)
+                pipe holds two more, see the README's limits); under 64:64
+                with snapshots every 5 ms while no descriptor is left, the
+                final profile too (each snapshot gives the reserve back)
   closed_fds    tp_closefds closes every descriptor from 3 on, opens its
                 input and output at 3 and 4, and allocates in signal
                 handlers (walked by libunwind): with each stack mode its
@@ -247,6 +249,17 @@ def case_nofile(ctx):
                 what + ": the block kept is not among the leaks: %r" % leaks)
         T.check(all(l.get("kind") not in (None, "unclassified") for l in leaks),
                 what + ": the leaks are classified (/proc/self/maps was read): %r" % leaks)
+    # Snapshots while no descriptor is left: each takes the reserve and gives it back for the next,
+    # and for the final profile.
+    prlimit = ["prlimit", "--nofile=64:64", "--"]
+    what = "tp_nomem fds busy under RLIMIT_NOFILE 64:64 with snapshots every 5 ms"
+    out = ctx.mkdtemp("out")
+    r = run_preloaded(ctx, prlimit, argv + ["busy"], outdir=out,
+                      env={"TFALLOC_STACKS": "none", "TFALLOC_FLUSH_INTERVAL_MS": "5"})
+    T.check_eq((r.returncode, r.err), (0, ""), what + "\n" + r.describe())
+    proc = T.only_process(ctx.report(out, what), what)
+    T.check_exited(proc, 0)
+    T.check_eq(proc.get("complete"), True, what + ": the final profile, not a snapshot")
 
 
 def case_closed_fds(ctx):

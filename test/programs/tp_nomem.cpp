@@ -30,12 +30,16 @@
 //              them at exit without a new mapping.  Prints "leaks N ok".
 //   fds        No file descriptor left at the end: one block of 48 bytes is
 //              kept, /dev/null opened until open fails (EMFILE), main returns.
-//              Prints "fds N" (how many it opened: the same with tfalloc).
+//              Prints "fds N" (how many it opened).  "fds busy": then it
+//              allocates and frees for 200 ms more, taking any descriptor
+//              that comes free, before main returns (with snapshots due
+//              meanwhile, each needs a descriptor as the final profile does).
 // "baseline" does nothing.
 #include <new>
 #include <stdint.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "tp_common.h"
 
@@ -170,8 +174,16 @@ leaks_mode(long n)
 	return 0;
 }
 
+static double
+now_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 static int
-fds_mode(void)
+fds_mode(bool busy)
 {
 	void *p = malloc(48);
 	TP_CHECK(p != nullptr, "malloc(48)");
@@ -182,6 +194,11 @@ fds_mode(void)
 		n++;
 	TP_CHECK(errno == EMFILE, "open failed with errno %d, want EMFILE", errno);
 	tp_out("fds %d\n", n);
+	for (double end = now_seconds() + 0.2; busy && now_seconds() < end;) {
+		void *volatile q = malloc(32);
+		free(q);
+		(void)open("/dev/null", O_RDONLY); /* any descriptor that came free is taken again */
+	}
 	return 0;
 }
 
@@ -276,7 +293,7 @@ main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "leaks") == 0)
 		return leaks_mode(argc > 2 ? atol(argv[2]) : 5000);
 	if (argc > 1 && strcmp(argv[1], "fds") == 0)
-		return fds_mode();
+		return fds_mode(argc > 2 && strcmp(argv[2], "busy") == 0);
 	tp_printf(2, "usage: tp_nomem shim [N] | stacks [D] | backend | leaks [N] | fds | baseline\n");
 	return 2;
 }
