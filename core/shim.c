@@ -99,7 +99,7 @@ static struct {
 
 static bool take_final_write(void);
 static int final_write(uint32_t end_reason, int32_t exit_code);
-static void wait_final_write(void);
+static void wait_final_write(bool imminent);
 static void capture_final_context(void);
 
 /* ---- memory over time and periodic snapshots ------------------------------------------------ */
@@ -231,7 +231,7 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 	if (opts.abort_on_error) {
 		tfa_log("TFALLOC_ABORT_ON_ERROR is set: aborting");
 		if (!take_final_write())
-			wait_final_write();
+			wait_final_write(false);
 		else if (final_write(TFA_END_SIGNAL, SIGABRT) != 0)
 			tfa_log("the profile could not be written before the abort");
 		abort();
@@ -1750,7 +1750,7 @@ final_write(uint32_t end_reason, int32_t exit_code)
  * good must not hold the process forever.
  */
 static void
-wait_final_write(void)
+wait_final_write(bool imminent)
 {
 	if (getpid() != proc.pid)
 		return;
@@ -1760,7 +1760,10 @@ wait_final_write(void)
 	int cancel = tfa_cancel_off();
 
 	for (int waited = 0; waited < 60000; waited++) {
-		if (tfa_shim_state() != TFA_SHIM_SHUTDOWN || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
+		/* imminent: a thread is about to take the write (READY for a second at most). */
+		tfa_shim_state_t state = tfa_shim_state();
+		if ((state != TFA_SHIM_SHUTDOWN && !(imminent && state == TFA_SHIM_READY && waited < 1000))
+		    || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
 		    || __atomic_load_n(&final_tid, __ATOMIC_ACQUIRE) == self)
 			break;
 		nanosleep(&ms, NULL);
@@ -1992,23 +1995,28 @@ on_exit_hook(int status, void *arg)
 }
 
 /*
- * Registered just before on_exit_hook, so run just after it: glibc's exit
- * in two threads at once runs the handlers between them, and a thread that
- * finds none left ends the process, whether or not another still writes the
- * profile in on_exit_hook.  The thread that runs this waits for the profile,
- * and first registers it again, for the next thread that comes to the end
- * of the handlers (glibc runs handlers registered meanwhile).
+ * Registered EXIT_BARRIERS times just before on_exit_hook, so run just after
+ * it: glibc's exit in several threads at once runs the handlers between
+ * them, and a thread that finds none left ends the process, whether or not
+ * another still writes the profile in on_exit_hook.  A thread that runs one
+ * waits for the profile: on_exit_hook is off the list by then, so its thread
+ * is writing it or about to (the state may still be READY for a moment: it
+ * waited for nothing there, and the profile was lost in 5 of 16 runs of ten
+ * races under load).  While it waits the other barriers stay on the list, and
+ * it registers one more (glibc refuses that once a thread found the list
+ * empty: hence the ones registered at start).
  */
+#define EXIT_BARRIERS 4
+
 static void
 exit_barrier(int status, void *arg)
 {
 	(void)status;
-	if (getpid() != proc.pid || tfa_shim_state() != TFA_SHIM_SHUTDOWN
-	    || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
+	if (getpid() != proc.pid || !proc.exit_hooked || __atomic_load_n(&final_done, __ATOMIC_ACQUIRE)
 	    || __atomic_load_n(&final_tid, __ATOMIC_ACQUIRE) == (pid_t)syscall(SYS_gettid))
 		return;
 	(void)on_exit(exit_barrier, arg);
-	wait_final_write();
+	wait_final_write(true);
 }
 
 /*
@@ -2029,7 +2037,7 @@ static void
 on_quick_exit_hook(void)
 {
 	if (!take_final_write()) {
-		wait_final_write();
+		wait_final_write(false);
 		return;
 	}
 	capture_final_context();
@@ -2153,7 +2161,8 @@ tfa_shim_init(void)
 		next_flush_ns = timeline.start_ns
 				+ TFA_MIN(opts.flush_interval_ms, (uint64_t)1 << 40) * 1000000u;
 	set_outdir();
-	(void)on_exit(exit_barrier, NULL);
+	for (int i = 0; i < EXIT_BARRIERS; i++)
+		(void)on_exit(exit_barrier, NULL);
 	proc.exit_hooked = on_exit(on_exit_hook, NULL) == 0;
 	(void)at_quick_exit(on_quick_exit_hook);
 	if (opts.catch_signals)
@@ -3358,7 +3367,7 @@ void
 tfa_shim_on_fast_exit(int status)
 {
 	if (!take_final_write()) {
-		wait_final_write();
+		wait_final_write(false);
 		return;
 	}
 	capture_final_context();
@@ -3522,7 +3531,7 @@ static void
 write_signal_profile_and_die(int sig, bool synchronous)
 {
 	if (!take_final_write()) {
-		wait_final_write();
+		wait_final_write(false);
 		die_by(sig, synchronous);
 		return;
 	}
