@@ -1725,7 +1725,10 @@ take_final_write(void)
 {
 	if (getpid() != proc.pid)
 		return false;
-	if (__atomic_exchange_n(&shim_state, TFA_SHIM_SHUTDOWN, __ATOMIC_ACQ_REL) != TFA_SHIM_READY)
+	/* Only from READY: a state the exchange had made SHUTDOWN without a writer held waiters for a minute. */
+	tfa_shim_state_t ready = TFA_SHIM_READY;
+	if (!__atomic_compare_exchange_n(&shim_state, &ready, TFA_SHIM_SHUTDOWN, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
 		return false;
 	__atomic_store_n(&final_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	return true;
