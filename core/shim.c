@@ -418,15 +418,6 @@ stack_cache_give_back(tfa_stack_cache_t *c)
 #define STACK_CACHE_BACKOFF 256u
 
 /*
- * capture_stack by the thread's last walk: the frames it shares with this
- * one are only checked, and the stack table finds the stack by its new
- * frames.  Returns 1 with *id_out when served; 0 when the walk was made but
- * the stack is deeper than stacks.depth or the table is full: its frames
- * are in pcs[0..*n_out), innermost first, for capture_stack to truncate;
- * -1 when not served (no cache, a stack the cached walk cannot take):
- * capture_stack walks without it.
- */
-/*
  * A capture's walk is where an allocation goes deepest into the stack: a
  * recursion without end that allocates overflows there most of the time.
  * The walk changes nothing the profile reads and holds none of the shim's
@@ -447,6 +438,15 @@ walk_end(void)
 	tfa_tls.walking = 0;
 }
 
+/*
+ * capture_stack by the thread's last walk: the frames it shares with this
+ * one are only checked, and the stack table finds the stack by its new
+ * frames.  Returns 1 with *id_out when served; 0 when the walk was made but
+ * the stack is deeper than stacks.depth or the table is full: its frames
+ * are in pcs[0..*n_out), innermost first, for capture_stack to truncate;
+ * -1 when not served (no cache, a stack the cached walk cannot take):
+ * capture_stack walks without it.
+ */
 static int
 capture_cached(const void *frame, uint32_t *id_out, uintptr_t *pcs, unsigned *n_out)
 {

@@ -37,8 +37,10 @@ static void thread_exit_hook(void *arg);
  * own: a stack overflow's SIGSEGV has no stack left to run a handler on, so
  * the kernel killed the process without the shim's handler, and the profile
  * was lost (a recursion without end).  64 KiB: writing a profile from the
- * handler took between 8 and 16 KiB.  Mapped apart from the shim's arena: it
- * is address space, nearly all of it never touched, not the shim's memory.
+ * handler took between 8 and 16 KiB.  Mapped apart from the shim's arena, so
+ * not counted in its overhead (address space, nearly all of it never
+ * touched); the wrapped mmap still records it as the shim's own, which the
+ * leak scan leaves out.
  */
 bool tfa_thread_altstack_on;
 #define ALTSTACK_BYTES ((size_t)64 << 10)
