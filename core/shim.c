@@ -3925,8 +3925,6 @@ shim_tick(void)
 	    || tfa_tls.holds_all_locks)
 		return;
 	shim_enter();
-	/* The series reads /proc/self/statm, and a snapshot writes a file (core/log.h). */
-	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	uint64_t now = tfa_monotonic_ns();
 	if (tfa_timeline_due(&timeline, now))
@@ -3943,7 +3941,6 @@ shim_tick(void)
 		int err = tfa_shim_write_profile(TFA_END_RUNNING, 0);
 		(void)err;
 	}
-	tfa_cancel_restore(cancel);
 	shim_exit();
 	errno = saved_errno;
 }
