@@ -5,13 +5,33 @@
  * after the real dlclose: a rule a walk computed before, or while the library
  * went, is of an older generation then (core/cfi.c).  The loader's own
  * unloads (iconv's gconv modules) do not come through here.
+ *
+ * dlopen with RTLD_DEEPBIND: the objects it loads look their symbols up in
+ * their own dependencies first, so their malloc, free, operator new, dlopen
+ * and sigaction are libc's and libstdc++'s, not the shim's.  Their blocks went
+ * unseen, a block they freed that the program made aborted in glibc's free,
+ * and one the program freed that they made was a foreign free.  After the
+ * real dlopen, every reference of a new object to a name the shim exports is
+ * bound to what the global scope gives (the shim's, or the program's own):
+ * what the same object would have had without RTLD_DEEPBIND.  Every other
+ * symbol keeps its deep binding.  Their constructors have run by then, on
+ * libc's functions: what those keep is glibc's (README, Limits).
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/common.h"
+#include "core/log.h"
 #include "core/thread.h"
 #include "core/unwind.h"
+#include "cuda_hooks/cuda_hooks.h"
 
 TFA_EXPORT int dlclose(void *handle);
 
@@ -37,4 +57,420 @@ dlclose(void *handle)
 	tfa_unwind_flush_caches();
 	errno = saved_errno;
 	return r;
+}
+
+/* ---- dlopen (dlopen_entry.S) ---------------------------------------------------------------- */
+
+/* Read by dlopen_entry.S. */
+__attribute__((used)) void *(*tfa_real_dlopen)(const char *file, int mode);
+
+static void *
+no_dlopen(const char *file, int mode)
+{
+	(void)file;
+	(void)mode;
+	return NULL;
+}
+
+/* dlopen_entry.S, before the constructor: the function to jump to. */
+__attribute__((used)) void *(*tfa_dlopen_resolve(void))(const char *, int);
+__attribute__((used)) void *(*tfa_dlopen_resolve(void))(const char *, int)
+{
+	void *(*fn)(const char *, int) = __atomic_load_n(&tfa_real_dlopen, __ATOMIC_ACQUIRE);
+	if (fn != NULL)
+		return fn;
+	void *sym = dlsym(RTLD_NEXT, "dlopen");
+	if (sym == NULL)
+		return no_dlopen;
+	__builtin_memcpy(&fn, &sym, sizeof(fn));
+	__atomic_store_n(&tfa_real_dlopen, fn, __ATOMIC_RELEASE);
+	return fn;
+}
+
+__attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
+dl_hooks_resolve(void)
+{
+	(void)tfa_dlopen_resolve();
+}
+
+/* ---- the names the shim exports, and what the global scope binds them to -------------------- */
+
+#define EXPORTS_MAX   512
+#define EXPORT_SLOTS  1024 /* a power of two, at most half full */
+
+typedef struct export_s {
+	const char *name;
+	uint32_t hash;
+	uintptr_t target;
+} export_t;
+
+static struct {
+	pthread_once_t once;
+	uint32_t count;
+	export_t exports[EXPORTS_MAX];
+	uint16_t slots[EXPORT_SLOTS]; /* index + 1; 0: empty */
+	uintptr_t own_base;
+} ex = { .once = PTHREAD_ONCE_INIT };
+
+static uint32_t
+gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++)
+		h = h * 33 + *p;
+	return h;
+}
+
+/* A dynamic section's address entries: relocated by glibc on x86-64 and AArch64, not on every target. */
+static uintptr_t
+dyn_ptr(uintptr_t base, ElfW(Addr) p)
+{
+	return p < base ? base + p : p;
+}
+
+/* The number of entries of a .dynsym, from its GNU hash table. */
+static uint32_t
+gnu_hash_symbols(const uint32_t *gh)
+{
+	uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+	const ElfW(Addr) *bloom = (const ElfW(Addr) *)(const void *)&gh[4];
+	const uint32_t *buckets = (const uint32_t *)(const void *)&bloom[bloom_words];
+	const uint32_t *chain = &buckets[nbuckets];
+	uint32_t last = 0;
+
+	for (uint32_t b = 0; b < nbuckets; b++)
+		if (buckets[b] > last)
+			last = buckets[b];
+	if (last < symoffset)
+		return symoffset;
+	while ((chain[last - symoffset] & 1) == 0)
+		last++;
+	return last + 1;
+}
+
+static const export_t *
+export_find(const char *name)
+{
+	uint32_t h = gnu_hash(name);
+
+	for (uint32_t i = h & (EXPORT_SLOTS - 1);; i = (i + 1) & (EXPORT_SLOTS - 1)) {
+		uint16_t s = ex.slots[i];
+		if (s == 0)
+			return NULL;
+		const export_t *e = &ex.exports[s - 1];
+		if (e->hash == h && strcmp(e->name, name) == 0)
+			return e;
+	}
+}
+
+static void
+exports_load(void)
+{
+	Dl_info info;
+	struct link_map *own = NULL;
+
+	if (dladdr1((void *)exports_load, &info, (void **)&own, RTLD_DL_LINKMAP) == 0 || own == NULL)
+		return;
+	uintptr_t base = own->l_addr;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const uint32_t *gh = NULL;
+	for (const ElfW(Dyn) *d = own->l_ld; d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_SYMTAB)
+			symtab = (const ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr);
+		else if (d->d_tag == DT_STRTAB)
+			strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr);
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr);
+	}
+	if (symtab == NULL || strtab == NULL || gh == NULL)
+		return;
+	ex.own_base = base;
+	void *(*real_dlsym)(void *, const char *) = tfa_cuda_real_dlsym();
+	uint32_t n = gnu_hash_symbols(gh);
+	for (uint32_t i = 1; i < n && ex.count < EXPORTS_MAX; i++) {
+		const ElfW(Sym) *s = &symtab[i];
+		unsigned type = ELF64_ST_TYPE(s->st_info), bind = ELF64_ST_BIND(s->st_info);
+		if (s->st_shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC)
+		    || (bind != STB_GLOBAL && bind != STB_WEAK))
+			continue;
+		const char *name = strtab + s->st_name;
+		if (strcmp(name, "_init") == 0 || strcmp(name, "_fini") == 0)
+			continue;
+		/* The global scope's binding: the shim's, or the program's where it defines the name. */
+		void *target = real_dlsym != NULL ? real_dlsym(RTLD_DEFAULT, name) : NULL;
+		export_t *e = &ex.exports[ex.count];
+		e->name = name;
+		e->hash = gnu_hash(name);
+		e->target = target != NULL ? (uintptr_t)target : base + s->st_value;
+		uint32_t j = e->hash & (EXPORT_SLOTS - 1);
+		while (ex.slots[j] != 0)
+			j = (j + 1) & (EXPORT_SLOTS - 1);
+		ex.slots[j] = (uint16_t)(++ex.count);
+	}
+}
+
+/* ---- binding the new objects ----------------------------------------------------------------- */
+
+/* On the caller's stack (4 KiB): with more objects loaded, every object is bound. */
+#define BASES_MAX 512
+
+typedef struct loaded_s {
+	uintptr_t bases[BASES_MAX];
+	size_t count;
+	bool overflow; /* more objects than bases: every object is bound */
+} loaded_t;
+
+static int
+loaded_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	loaded_t *l = arg;
+
+	(void)size;
+	if (l->count == BASES_MAX) {
+		l->overflow = true;
+		return 1;
+	}
+	l->bases[l->count++] = info->dlpi_addr;
+	return 0;
+}
+
+static bool
+loaded_before(const loaded_t *l, uintptr_t base)
+{
+	if (l->overflow)
+		return false;
+	for (size_t i = 0; i < l->count; i++)
+		if (l->bases[i] == base)
+			return true;
+	return false;
+}
+
+typedef struct rebind_s {
+	const loaded_t *before;
+	unsigned objects; /* objects changed */
+	unsigned slots;   /* references changed */
+} rebind_t;
+
+#if defined(__x86_64__)
+#define R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define R_GLOB_DAT  R_X86_64_GLOB_DAT
+#define R_ABS64     R_X86_64_64
+#elif defined(__aarch64__)
+#define R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define R_GLOB_DAT  R_AARCH64_GLOB_DAT
+#define R_ABS64     R_AARCH64_ABS64
+#endif
+
+typedef struct object_s {
+	const char *name;
+	uintptr_t base;
+	const ElfW(Sym) *symtab;
+	const char *strtab;
+	uintptr_t relro_start, relro_end; /* the pages glibc made read-only */
+	bool opened;                      /* the read-only pages are writable now */
+	bool failed;
+	unsigned slots;
+} object_t;
+
+static void
+bind_slot(object_t *o, uintptr_t *slot, uintptr_t target)
+{
+	uintptr_t at = (uintptr_t)slot;
+
+	if (o->failed || __atomic_load_n(slot, __ATOMIC_RELAXED) == target)
+		return;
+	if (at >= o->relro_start && at < o->relro_end && !o->opened) {
+		if (mprotect((void *)o->relro_start, o->relro_end - o->relro_start, PROT_READ | PROT_WRITE) != 0) {
+			tfa_log("dlopen(RTLD_DEEPBIND) of %s: cannot bind its malloc family to tfalloc's: "
+				"mprotect: %s; its blocks go unseen",
+				o->name, strerror(errno));
+			o->failed = true;
+			return;
+		}
+		o->opened = true;
+	}
+	__atomic_store_n(slot, target, __ATOMIC_RELAXED);
+	o->slots++;
+}
+
+static void
+bind_relocs(object_t *o, const ElfW(Rela) *r, size_t bytes)
+{
+	for (size_t i = 0; i < bytes / sizeof(*r); i++) {
+		unsigned type = ELF64_R_TYPE(r[i].r_info);
+		uint32_t sym = ELF64_R_SYM(r[i].r_info);
+		if (sym == 0 || (type != R_JUMP_SLOT && type != R_GLOB_DAT && (type != R_ABS64 || r[i].r_addend != 0)))
+			continue;
+		const export_t *e = export_find(o->strtab + o->symtab[sym].st_name);
+		if (e != NULL)
+			bind_slot(o, (uintptr_t *)(o->base + r[i].r_offset), e->target);
+	}
+}
+
+static int
+rebind_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	rebind_t *rb = arg;
+	uintptr_t base = info->dlpi_addr;
+	const ElfW(Dyn) *dyn = NULL;
+	object_t o = { .name = info->dlpi_name, .base = base };
+
+	(void)size;
+	if (base == ex.own_base || loaded_before(rb->before, base))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t page = (uintptr_t)getpagesize() - 1;
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+		else if (ph->p_type == PT_GNU_RELRO) {
+			o.relro_start = (base + ph->p_vaddr) & ~page;
+			o.relro_end = (base + ph->p_vaddr + ph->p_memsz) & ~page;
+		}
+	}
+	if (dyn == NULL)
+		return 0;
+	const ElfW(Rela) *rela = NULL, *jmprel = NULL;
+	size_t rela_bytes = 0, jmprel_bytes = 0;
+	bool plt_rela = true;
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_STRTAB: o.strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_RELASZ: rela_bytes = d->d_un.d_val; break;
+		case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_PLTRELSZ: jmprel_bytes = d->d_un.d_val; break;
+		case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
+		default: break;
+		}
+	}
+	if (o.symtab == NULL || o.strtab == NULL)
+		return 0;
+	if (rela != NULL)
+		bind_relocs(&o, rela, rela_bytes);
+	if (jmprel != NULL && plt_rela)
+		bind_relocs(&o, jmprel, jmprel_bytes);
+	if (o.opened && mprotect((void *)o.relro_start, o.relro_end - o.relro_start, PROT_READ) != 0)
+		tfa_log("dlopen(RTLD_DEEPBIND) of %s: its relocations stay writable: mprotect: %s", o.name,
+			strerror(errno));
+	if (o.slots > 0) {
+		rb->objects++;
+		rb->slots += o.slots;
+	}
+	return 0;
+}
+
+/* ---- the caller's view of the file name ------------------------------------------------------ */
+
+/* $ORIGIN and ${ORIGIN} in a name: the directory of the calling object. */
+static const char *
+expand_origin(const char *file, struct link_map *caller, char *buf, size_t size)
+{
+	char origin[PATH_MAX];
+	const char *obj = caller != NULL ? caller->l_name : NULL;
+
+	if (obj == NULL || obj[0] == '\0') {
+		ssize_t n = readlink("/proc/self/exe", origin, sizeof(origin) - 1);
+		if (n <= 0)
+			return file;
+		origin[n] = '\0';
+	} else if (strlen(obj) < sizeof(origin)) {
+		memcpy(origin, obj, strlen(obj) + 1);
+	} else {
+		return file;
+	}
+	char *slash = strrchr(origin, '/');
+	if (slash == NULL)
+		return file;
+	*slash = '\0';
+	size_t olen = strlen(origin), out = 0;
+	for (const char *p = file; *p != '\0';) {
+		size_t skip = strncmp(p, "${ORIGIN}", 9) == 0 ? 9
+			      : (strncmp(p, "$ORIGIN", 7) == 0 && !(p[7] == '_' || (p[7] >= 'A' && p[7] <= 'Z')
+								   || (p[7] >= 'a' && p[7] <= 'z')
+								   || (p[7] >= '0' && p[7] <= '9')))
+				      ? 7
+				      : 0;
+		const char *add = skip != 0 ? origin : p;
+		size_t len = skip != 0 ? olen : 1;
+		if (out + len + 1 > size)
+			return file;
+		memcpy(buf + out, add, len);
+		out += len;
+		p += skip != 0 ? skip : 1;
+	}
+	buf[out] = '\0';
+	return buf;
+}
+
+/* A bare name, in the directories the caller's own dlopen would search first (its RPATH, RUNPATH). */
+static const char *
+search_for_caller(const char *file, struct link_map *caller, char *buf, size_t size)
+{
+	union {
+		Dl_serinfo si;
+		char bytes[8192];
+	} u;
+	Dl_serinfo probe;
+
+	if (caller == NULL || dlinfo(caller, RTLD_DI_SERINFOSIZE, &probe) != 0 || probe.dls_size > sizeof(u))
+		return file;
+	u.si.dls_size = probe.dls_size;
+	u.si.dls_cnt = probe.dls_cnt;
+	if (dlinfo(caller, RTLD_DI_SERINFO, &u.si) != 0)
+		return file;
+	for (unsigned i = 0; i < u.si.dls_cnt; i++) {
+		const char *dir = u.si.dls_serpath[i].dls_name;
+		size_t dl = strlen(dir), fl = strlen(file);
+		if (dl == 0 || dl + 1 + fl + 1 > size)
+			continue;
+		memcpy(buf, dir, dl);
+		buf[dl] = '/';
+		memcpy(buf + dl + 1, file, fl + 1);
+		if (access(buf, F_OK) == 0)
+			return buf;
+	}
+	return file;
+}
+
+__attribute__((used)) void *tfa_dlopen_deepbind(const char *file, int mode, void *caller);
+
+__attribute__((used)) void *
+tfa_dlopen_deepbind(const char *file, int mode, void *caller)
+{
+	void *(*real)(const char *, int) = tfa_dlopen_resolve();
+	char path[PATH_MAX];
+	const char *name = file;
+
+	pthread_once(&ex.once, exports_load);
+	if (file != NULL) {
+		Dl_info info;
+		struct link_map *cm = NULL;
+		if (dladdr1(caller, &info, (void **)&cm, RTLD_DL_LINKMAP) == 0)
+			cm = NULL;
+		if (strchr(file, '$') != NULL)
+			name = expand_origin(file, cm, path, sizeof(path));
+		else if (strchr(file, '/') == NULL) {
+			/* Loaded already under that name: glibc matches it before any search. */
+			void *h = real(file, mode | RTLD_NOLOAD);
+			if (h != NULL)
+				return h;
+			name = search_for_caller(file, cm, path, sizeof(path));
+		}
+	}
+
+	/* No lock across the real dlopen: the constructors it runs may dlopen too. */
+	loaded_t before = { .count = 0 };
+	(void)dl_iterate_phdr(loaded_visit, &before);
+	void *h = real(name, mode);
+	if (h != NULL && ex.count > 0) {
+		int saved_errno = errno;
+		rebind_t rb = { .before = &before };
+		(void)dl_iterate_phdr(rebind_visit, &rb);
+		errno = saved_errno;
+	}
+	return h;
 }

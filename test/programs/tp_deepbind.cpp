@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Libraries loaded with RTLD_DEEPBIND, whose malloc family is libc's and
+ * libstdc++'s unless the shim binds it (preload/dl_hooks.c).  Argument: how
+ * the first library is named to dlopen:
+ *   path     its full path (beside this program)
+ *   bare     its file name: found through this program's RUNPATH ($ORIGIN)
+ *   origin   "$ORIGIN/libtp_deep_now.so"
+ * Then blocks cross between program and library both ways (malloc/free,
+ * realloc, new[]/delete[]), malloc's address is compared, the library loads
+ * the second (lazily bound) library with RTLD_DEEPBIND itself and the same
+ * is done with it; each library loses one block (4242 and 4343 bytes).
+ * Prints "DEEP <mode> ok".  (No ledger: dlopen allocates as it likes.)
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <new>
+
+#include "tp_common.h"
+
+typedef void *(*make_fn)(size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*grow_fn)(void *, size_t);
+typedef char *(*new_fn)(size_t);
+typedef void (*delete_fn)(char *);
+typedef void *(*addr_fn)(void);
+typedef void (*leak_fn)(void);
+typedef void *(*dlopen_fn)(const char *);
+
+template <typename F>
+static F
+sym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+	TP_CHECK(p != NULL, "%s", name);
+	F f;
+	memcpy(&f, &p, sizeof(f));
+	return f;
+}
+
+static void
+exercise(void *h)
+{
+	make_fn make = sym<make_fn>(h, "deep_make");
+	free_fn dfree = sym<free_fn>(h, "deep_free");
+	grow_fn grow = sym<grow_fn>(h, "deep_grow");
+	new_fn dnew = sym<new_fn>(h, "deep_new");
+	delete_fn ddelete = sym<delete_fn>(h, "deep_delete");
+
+	/* Made there, freed here; made here, freed there. */
+	void *a = make(100);
+	TP_CHECK(a != NULL, "deep_make");
+	free(a);
+	void *b = malloc(200);
+	TP_CHECK(b != NULL, "malloc");
+	dfree(b);
+	/* realloc there of a block made here, and the other way. */
+	void *c = malloc(64);
+	c = grow(c, 9000);
+	TP_CHECK(c != NULL, "deep_grow");
+	free(c);
+	void *d = make(50);
+	d = realloc(d, 5000);
+	TP_CHECK(d != NULL, "realloc");
+	dfree(d);
+	/* new[] there, delete[] here; new[] here, delete[] there: no mismatch. */
+	char *e = dnew(300);
+	delete[] e;
+	char *f = new char[400];
+	ddelete(f);
+	/* Both see the same malloc, as without RTLD_DEEPBIND. */
+	void *(*volatile m)(size_t) = malloc;
+	TP_CHECK(sym<addr_fn>(h, "deep_malloc_got")() == (void *)m, "the library's malloc (GOT) is the program's");
+	TP_CHECK(sym<addr_fn>(h, "deep_malloc_data")() == (void *)m, "the library's malloc (data) is the program's");
+	sym<leak_fn>(h, "deep_leak")();
+}
+
+int
+main(int argc, char **argv)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+
+	if (tp_is_baseline(argc, argv))
+		return 0;
+	const char *mode = argc > 1 ? argv[1] : "path";
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	TP_CHECK(n > 0, "readlink /proc/self/exe");
+	dir[n] = '\0';
+	*strrchr(dir, '/') = '\0';
+
+	const char *name;
+	if (strcmp(mode, "bare") == 0)
+		name = "libtp_deep_now.so";
+	else if (strcmp(mode, "origin") == 0)
+		name = "$ORIGIN/libtp_deep_now.so";
+	else {
+		snprintf(path, sizeof(path), "%s/libtp_deep_now.so", dir);
+		name = path;
+	}
+	void *h = dlopen(name, RTLD_NOW | RTLD_DEEPBIND);
+	if (h == NULL) {
+		tp_printf(2, "dlopen %s: %s\n", name, dlerror());
+		return TP_FAIL_STATUS;
+	}
+	exercise(h);
+
+	/* The library's own dlopen, with RTLD_DEEPBIND, of the lazily bound one. */
+	snprintf(path, sizeof(path), "%s/libtp_deep_lazy.so", dir);
+	void *h2 = sym<dlopen_fn>(h, "deep_dlopen")(path);
+	if (h2 == NULL) {
+		tp_printf(2, "deep_dlopen %s: %s\n", path, dlerror());
+		return TP_FAIL_STATUS;
+	}
+	exercise(h2);
+	tp_printf(1, "DEEP %s ok\n", mode);
+	return 0;
+}
