@@ -238,15 +238,51 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 	}
 }
 
+/*
+ * Whether an address the table freed lately may be a block glibc's malloc
+ * made since, out of the shim's sight: glibc's heap then serves only blocks
+ * made before the shim's start (TFALLOC_ALLOCATOR other than glibc), or a
+ * library loaded with RTLD_DEEPBIND may have made some.
+ */
+static bool glibc_backend;
+static bool deepbind_seen;
+
+void
+tfa_shim_note_deepbind(void)
+{
+	__atomic_store_n(&deepbind_seen, true, __ATOMIC_RELAXED);
+}
+
+static bool
+glibc_foreign_after_free(void)
+{
+	return !glibc_backend || __atomic_load_n(&deepbind_seen, __ATOMIC_RELAXED);
+}
+
+/* A block glibc's malloc made out of the shim's sight (registry/backends.h): back to glibc. */
+static bool
+glibc_foreign_free(void *ptr)
+{
+	if (!tfa_glibc_foreign_free(ptr))
+		return false;
+	TFA_LOG_ONCE("free of %p: a block glibc's malloc made out of tfalloc's sight (a constructor of a "
+		     "library loaded with RTLD_DEEPBIND, or __libc_malloc), given back to glibc; such blocks "
+		     "are not in the profile",
+		     ptr);
+	return true;
+}
+
 static void
 report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *info)
 {
 	switch (r) {
 	case TFA_FREE_DOUBLE:
-		record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by, 0);
+		if (!glibc_foreign_after_free() || !glibc_foreign_free(ptr))
+			record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_INVALID:
-		record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by, 0);
+		if (!glibc_foreign_free(ptr))
+			record_error(TFA_ERR_INVALID_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_MISMATCH:
 		record_error(TFA_ERR_MISMATCHED_FREE, (uintptr_t)ptr, info->kind, freed_by,
@@ -1681,9 +1717,21 @@ shim_realloc_general(void *ptr, size_t nbytes)
 	shim_enter();
 	uint32_t stack_id = nbytes != 0 ? stack_for(nbytes) : 0;
 	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, stack_id, &r, &old);
-	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM))
+	size_t foreign = r == TFA_FREE_INVALID || (r == TFA_FREE_DOUBLE && glibc_foreign_after_free())
+				 ? tfa_glibc_foreign_size(ptr)
+				 : 0;
+	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM && foreign == 0))
 		report_free_result(r, ptr, TFA_KIND_MALLOC, &old);
 	shim_exit();
+	if (tfa_unlikely(foreign != 0)) {
+		/* glibc's block, made out of the shim's sight: the new one is the shim's. */
+		q = nbytes != 0 ? tfa_shim_alloc(nbytes, 0, TFA_KIND_MALLOC, false) : NULL;
+		if (q != NULL || nbytes == 0) {
+			if (q != NULL)
+				memcpy(q, ptr, TFA_MIN(foreign, nbytes));
+			(void)glibc_foreign_free(ptr);
+		}
+	}
 	return q;
 }
 
@@ -1700,7 +1748,8 @@ tfa_shim_usable_size(const void *ptr)
 		 && untracked_block((uintptr_t)ptr)) {
 		n = tfa_je_sallocx(ptr, 0);
 		n = block_start_fits((uintptr_t)ptr, n) ? n : 0;
-	}
+	} else
+		n = tfa_glibc_foreign_size(ptr);
 	shim_exit();
 	return n;
 }
@@ -1863,6 +1912,7 @@ choose_allocator(void)
 		chosen = tfa_registry_get_allocator(TFA_DEVICE_CPU, 0);
 	if (chosen == NULL)
 		chosen = &tfa_glibc_allocator;
+	glibc_backend = chosen == &tfa_glibc_allocator;
 	tfa_tracking_allocator_set_backend(&cpu_tracker, chosen);
 }
 

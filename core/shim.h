@@ -152,4 +152,7 @@ void tfa_shim_prefork(void);
 void tfa_shim_postfork_parent(void);
 void tfa_shim_postfork_child(void);
 
+/* A library was loaded with RTLD_DEEPBIND: glibc may hold blocks its constructors made (preload/dl_hooks.c). */
+void tfa_shim_note_deepbind(void);
+
 #endif /* TFA_CORE_SHIM_H */

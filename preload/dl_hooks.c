@@ -29,6 +29,7 @@
 
 #include "core/common.h"
 #include "core/log.h"
+#include "core/shim.h"
 #include "core/thread.h"
 #include "core/unwind.h"
 #include "cuda_hooks/cuda_hooks.h"
@@ -446,6 +447,7 @@ tfa_dlopen_deepbind(const char *file, int mode, void *caller)
 	const char *name = file;
 
 	pthread_once(&ex.once, exports_load);
+	tfa_shim_note_deepbind();
 	if (file != NULL) {
 		Dl_info info;
 		struct link_map *cm = NULL;

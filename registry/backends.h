@@ -25,6 +25,20 @@ void tfa_glibc_allocator_resolve(void);
 size_t tfa_glibc_usable_size(const void *ptr);
 
 /*
+ * Blocks glibc's malloc made out of the shim's sight, freed or resized
+ * through it: the constructors of a library loaded with RTLD_DEEPBIND run
+ * on libc's malloc before the shim binds the library (preload/dl_hooks.c),
+ * and a program may call __libc_malloc.  Recognised only as a chunk of
+ * glibc's main arena (the program's break) that glibc's free takes without
+ * complaint: in use, not in its thread cache.  Call only for pointers the
+ * shim has no record of.  tfa_glibc_foreign_size: its usable size, 0 if it is
+ * no such chunk.  tfa_glibc_foreign_free: gives it back to glibc; false (and
+ * nothing done) if it is no such chunk.  [slow path: system calls]
+ */
+size_t tfa_glibc_foreign_size(const void *ptr);
+bool tfa_glibc_foreign_free(void *ptr);
+
+/*
  * The driver calls of the CUDA entries (registry/cuda_allocator.c), installed
  * by cuda_hooks/ in the shim (NULL elsewhere: the entries are unavailable).
  * Results are CUDA's (0: success).

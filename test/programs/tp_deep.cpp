@@ -4,6 +4,8 @@
  * load, -z now, and lazily).  Its references to malloc, free, realloc,
  * operator new[] and delete[] and dlopen look in its own dependencies
  * (libstdc++, libc) first.  deep_leak loses a block of TP_DEEP_LEAK bytes.
+ * Its constructor runs before the shim can bind anything: the two blocks it
+ * makes are glibc's, and the program frees one and reallocs the other.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -14,6 +16,23 @@
 #endif
 
 extern "C" {
+
+static void *ctor_blocks[2];
+
+__attribute__((constructor)) static void
+deep_init(void)
+{
+	ctor_blocks[0] = malloc(777);
+	ctor_blocks[1] = malloc(100);
+	if (ctor_blocks[1] != NULL)
+		memset(ctor_blocks[1], 'c', 100);
+}
+
+void *
+deep_ctor_block(int i)
+{
+	return ctor_blocks[i];
+}
 
 /* A data reference to malloc: an absolute relocation in .data. */
 void *(*deep_malloc_ref)(size_t) = malloc;

@@ -10,10 +10,15 @@
  * realloc, new[]/delete[]), malloc's address is compared, the library loads
  * the second (lazily bound) library with RTLD_DEEPBIND itself and the same
  * is done with it; each library loses one block (4242 and 4343 bytes).
+ * The blocks each library's constructor made before the shim bound it
+ * (glibc's) are freed, realloc'ed and asked their usable size here.  With
+ * a second argument "double", three double frees at the end (glibc aborts
+ * on the first without tfalloc).
  * Prints "DEEP <mode> ok".  (No ledger: dlopen allocates as it likes.)
  */
 #include <dlfcn.h>
 #include <limits.h>
+#include <malloc.h>
 #include <new>
 
 #include "tp_common.h"
@@ -26,6 +31,7 @@ typedef void (*delete_fn)(char *);
 typedef void *(*addr_fn)(void);
 typedef void (*leak_fn)(void);
 typedef void *(*dlopen_fn)(const char *);
+typedef void *(*ctor_fn)(int);
 
 template <typename F>
 static F
@@ -73,6 +79,16 @@ exercise(void *h)
 	TP_CHECK(sym<addr_fn>(h, "deep_malloc_got")() == (void *)m, "the library's malloc (GOT) is the program's");
 	TP_CHECK(sym<addr_fn>(h, "deep_malloc_data")() == (void *)m, "the library's malloc (data) is the program's");
 	sym<leak_fn>(h, "deep_leak")();
+
+	/* glibc's blocks, made by the constructor. */
+	void *c0 = sym<ctor_fn>(h, "deep_ctor_block")(0), *c1 = sym<ctor_fn>(h, "deep_ctor_block")(1);
+	TP_CHECK(c0 != NULL && c1 != NULL, "the constructor's blocks");
+	TP_CHECK(malloc_usable_size(c0) >= 777, "malloc_usable_size of the constructor's block: %zu",
+		 malloc_usable_size(c0));
+	free(c0);
+	char *g = (char *)realloc(c1, 20000);
+	TP_CHECK(g != NULL && g[0] == 'c' && g[99] == 'c', "realloc of the constructor's block");
+	free(g);
 }
 
 int
@@ -97,6 +113,14 @@ main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/libtp_deep_now.so", dir);
 		name = path;
 	}
+	/*
+	 * Under TFALLOC_ALLOCATOR=glibc the constructor's first block (777
+	 * bytes, glibc's) takes the address of this one, just freed: an address
+	 * the shim freed lately, which is no double free.
+	 */
+	void *pre = malloc(777);
+	TP_CHECK(pre != NULL, "malloc");
+	free(pre);
 	void *h = dlopen(name, RTLD_NOW | RTLD_DEEPBIND);
 	if (h == NULL) {
 		tp_printf(2, "dlopen %s: %s\n", name, dlerror());
@@ -113,5 +137,42 @@ main(int argc, char **argv)
 	}
 	exercise(h2);
 	tp_printf(1, "DEEP %s ok\n", mode);
+	if (argc < 3 || strcmp(argv[2], "double") != 0)
+		return 0;
+	/*
+	 * Double frees after a library was loaded with RTLD_DEEPBIND, of blocks
+	 * in and past glibc's thread cache: they must not pass for blocks glibc
+	 * made.
+	 */
+	char *eight[8];
+	for (int i = 0; i < 8; i++) {
+		eight[i] = (char *)malloc(24);
+		TP_CHECK(eight[i] != NULL, "malloc(24)");
+	}
+	void *after = malloc(24); /* the eighth does not merge into glibc's top chunk */
+	TP_CHECK(after != NULL, "malloc(24)");
+	for (int i = 0; i < 8; i++)
+		free(eight[i]);
+	/* The seventh is in glibc's thread cache, the eighth past it (a bin). */
+	char *volatile again = eight[6];
+	free(again);
+	again = eight[7];
+	free(again);
+	free(after);
+	/*
+	 * Past the cache's sizes: the second of three blocks freed last merges
+	 * with both others, and keeps its old header (the third's too).
+	 */
+	char *three[4];
+	for (int i = 0; i < 4; i++) {
+		three[i] = (char *)malloc(2000);
+		TP_CHECK(three[i] != NULL, "malloc(2000)");
+	}
+	free(three[2]);
+	free(three[0]);
+	free(three[1]);
+	again = three[1];
+	free(again);
+	free(three[3]);
 	return 0;
 }

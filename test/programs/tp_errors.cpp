@@ -2,7 +2,7 @@
 //
 // Memory errors the shim must detect, count and report without crashing and
 // without handing the pointer to the allocator:
-//   double_free      free(p) twice; delete[] twice
+//   double_free      free(p) twice (also past glibc's thread cache); delete[] twice
 //   invalid_free     free of a stack address, of an interior pointer, of an
 //                    mmap'd page; realloc of a stack address
 //   mismatched_free  new[] then free; malloc then delete; new then delete[]
@@ -54,6 +54,26 @@ main(int argc, char **argv)
 	tp_l_free(40);
 	free(hide(p));
 	report("double_free", p);
+
+	// A double free of a block past glibc's thread cache (seven blocks of its size
+	// freed before it): under TFALLOC_ALLOCATOR=glibc it would sit in a fast bin
+	// and look in use, like a block glibc made out of the shim's sight.
+	char *eight[8];
+	for (int i = 0; i < 8; i++) {
+		eight[i] = static_cast<char *>(malloc(24));
+		TP_CHECK(eight[i] != nullptr, "malloc(24)");
+		tp_l_alloc(24);
+	}
+	// Live until the end: the eighth block does not merge into glibc's top chunk.
+	void *after = malloc(24);
+	TP_CHECK(after != nullptr, "malloc(24)");
+	tp_l_alloc(24);
+	for (int i = 0; i < 8; i++) {
+		free(eight[i]);
+		tp_l_free(24);
+	}
+	free(hide(eight[7]));
+	report("double_free", eight[7]);
 
 	char *s = new char[3000];
 	tp_l_alloc(3000);
@@ -121,6 +141,8 @@ main(int argc, char **argv)
 	TP_CHECK(tp_check_fill(keep, 777, 1), "a live block was clobbered");
 	// keep (777 bytes) leaks
 	TP_KEEP(keep);
+	free(after);
+	tp_l_free(24);
 	tp_out("errors done\n");
 	tp_l_print();
 	return 0;
