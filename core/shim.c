@@ -12,6 +12,7 @@
 #include "core/shim.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -1752,6 +1753,29 @@ tfa_shim_usable_size(const void *ptr)
 		n = tfa_glibc_foreign_size(ptr);
 	shim_exit();
 	return n;
+}
+
+bool
+tfa_shim_mallinfo(struct mallinfo2 *mi)
+{
+	size_t allocated, active;
+	tfa_allocator_t *b = __atomic_load_n(&cpu_tracker.wrapper.wrapped, __ATOMIC_ACQUIRE);
+
+	if (b == NULL || !tfa_jemalloc_figures(b, &allocated, &active))
+		return false;
+	/* As glibc's main arena without mmapped chunks: the pages in use, of which the blocks' bytes. */
+	memset(mi, 0, sizeof(*mi));
+	mi->arena = active;
+	mi->uordblks = allocated;
+	mi->fordblks = active > allocated ? active - allocated : 0;
+	return true;
+}
+
+int
+tfa_shim_malloc_trim(void)
+{
+	tfa_allocator_t *b = __atomic_load_n(&cpu_tracker.wrapper.wrapped, __ATOMIC_ACQUIRE);
+	return b != NULL ? tfa_jemalloc_trim(b) : -1;
 }
 
 tfa_shim_state_t

@@ -155,4 +155,13 @@ void tfa_shim_postfork_child(void);
 /* A library was loaded with RTLD_DEEPBIND: glibc may hold blocks its constructors made (preload/dl_hooks.c). */
 void tfa_shim_note_deepbind(void);
 
+/*
+ * mallinfo2 and malloc_trim of the backend when it is jemalloc (glibc's
+ * describe only glibc's heap, which then holds no block of the program):
+ * false, or -1, when the backend is another, and glibc's own answer is right.
+ */
+struct mallinfo2;
+bool tfa_shim_mallinfo(struct mallinfo2 *mi);
+int tfa_shim_malloc_trim(void);
+
 #endif /* TFA_CORE_SHIM_H */

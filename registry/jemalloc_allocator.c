@@ -20,6 +20,7 @@
 
 #include "core/log.h"
 #include "core/thread.h"
+#include "registry/backends.h"
 #include "registry/jemalloc_fast.h"
 #include "registry/registry.h"
 
@@ -36,6 +37,7 @@ struct jemalloc_api {
 	void *(*rallocx)(void *ptr, size_t size, int flags);
 	size_t (*sallocx)(const void *ptr, int flags);
 	size_t (*nallocx)(size_t size, int flags);
+	int (*mallctl)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 };
 
 static struct jemalloc_api je;
@@ -141,6 +143,7 @@ static tfa_allocator_t jemalloc_allocator = {
 /* The private copy (registry/make_private_jemalloc.sh; the rest in registry/jemalloc_fast.h). */
 extern void tfa_je_dallocx(void *ptr, int flags);
 extern size_t tfa_je_nallocx(size_t size, int flags);
+extern int tfa_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 static const struct jemalloc_api private_api = {
 	.malloc = tfa_je_malloc,
@@ -150,21 +153,22 @@ static const struct jemalloc_api private_api = {
 	.rallocx = tfa_je_rallocx,
 	.sallocx = tfa_je_sallocx,
 	.nallocx = tfa_je_nallocx,
+	.mallctl = tfa_je_mallctl,
 };
 
 /* The program's own libjemalloc.so.2, when it has one loaded. */
 static bool
 program_api(struct jemalloc_api *api)
 {
-	static const char *const names[7] = { "malloc",  "mallocx", "dallocx", "sdallocx",
-					      "rallocx", "sallocx", "nallocx" };
-	void *sym[7];
+	static const char *const names[8] = { "malloc",  "mallocx", "dallocx", "sdallocx",
+					      "rallocx", "sallocx", "nallocx", "mallctl" };
+	void *sym[8];
 	void *h = dlopen(JEMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 
 	if (h == NULL)
 		return false;
 	/* dlsym on the handle: the library's own malloc, not the shim's. */
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < 8; i++) {
 		sym[i] = dlsym(h, names[i]);
 		if (sym[i] == NULL)
 			return false;
@@ -176,6 +180,7 @@ program_api(struct jemalloc_api *api)
 	memcpy(&api->rallocx, &sym[4], sizeof(void *));
 	memcpy(&api->sallocx, &sym[5], sizeof(void *));
 	memcpy(&api->nallocx, &sym[6], sizeof(void *));
+	memcpy(&api->mallctl, &sym[7], sizeof(void *));
 	return true;
 }
 
@@ -184,8 +189,6 @@ tfa_jemalloc_is_private(const tfa_allocator_t *a)
 {
 	return a == &jemalloc_allocator && je.malloc == tfa_je_malloc;
 }
-
-extern int tfa_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 int
 tfa_jemalloc_tcache_create(void)
@@ -199,6 +202,58 @@ tfa_jemalloc_tcache_create(void)
 	if (r != 0 || index > (unsigned)INT_MAX - 1)
 		return -1;
 	return (int)index;
+}
+
+/* jemalloc's statistics, refreshed ("epoch"); false if it keeps none. */
+static bool
+je_figures(size_t *allocated, size_t *active, size_t *resident)
+{
+	uint64_t epoch = 1;
+	size_t len = sizeof(epoch);
+	size_t *out[3] = { allocated, active, resident };
+	static const char *const names[3] = { "stats.allocated", "stats.active", "stats.resident" };
+
+	if (je.mallctl == NULL || je.mallctl("epoch", &epoch, &len, &epoch, sizeof(epoch)) != 0)
+		return false;
+	for (int i = 0; i < 3; i++) {
+		len = sizeof(size_t);
+		if (je.mallctl(names[i], out[i], &len, NULL, 0) != 0)
+			return false;
+	}
+	return true;
+}
+
+bool
+tfa_jemalloc_figures(const tfa_allocator_t *a, size_t *allocated, size_t *active)
+{
+	size_t resident;
+	int saved_errno = errno;
+
+	tfa_guard_enter();
+	bool ok = a == &jemalloc_allocator && je_figures(allocated, active, &resident);
+	tfa_guard_exit();
+	errno = saved_errno;
+	return ok;
+}
+
+int
+tfa_jemalloc_trim(const tfa_allocator_t *a)
+{
+	size_t allocated, active, before, after;
+	int saved_errno = errno;
+	int r = -1;
+
+	if (a != &jemalloc_allocator || je.mallctl == NULL)
+		return -1;
+	tfa_guard_enter();
+	if (je_figures(&allocated, &active, &before)) {
+		/* MALLCTL_ARENAS_ALL: every arena's unused dirty and muzzy pages, now. */
+		(void)je.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+		r = je_figures(&allocated, &active, &after) && after < before;
+	}
+	tfa_guard_exit();
+	errno = saved_errno;
+	return r;
 }
 
 /*

@@ -3,17 +3,21 @@
  * glibc allocates on the program's behalf and the program frees with free():
  * strdup, strndup, asprintf, getline, open_memstream, fopen/fclose, scandir,
  * realpath, getcwd, regcomp, qsort, glob, iconv, getpwuid (NSS), dlopen,
- * setlocale, pthread keys whose destructor frees.  Under the shim every such
+ * setlocale, pthread keys whose destructor frees.  And mallinfo2, mallinfo
+ * and malloc_trim, which must see the program's blocks whatever serves them
+ * (malloc_trim giving freed pages back).  Under the shim every such
  * pointer must be recognised: no invalid or mismatched free, no crash, the
  * same output as without the shim.  The program frees everything it owns;
  * what remains is glibc's own caches.  Prints results, never addresses.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <dlfcn.h>
 #include <glob.h>
 #include <iconv.h>
 #include <limits.h>
 #include <locale.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <regex.h>
@@ -22,6 +26,22 @@
 #include "tp_common.h"
 
 static pthread_key_t key;
+
+/* Resident memory in KiB, from /proc/self/statm (no stdio: its buffer would be a block). */
+static long
+resident_kib(void)
+{
+	char buf[128];
+	int fd = open("/proc/self/statm", O_RDONLY);
+	TP_CHECK(fd >= 0, "open /proc/self/statm");
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	TP_CHECK(n > 0, "read /proc/self/statm");
+	buf[n] = '\0';
+	long size = 0, resident = 0;
+	TP_CHECK(sscanf(buf, "%ld %ld", &size, &resident) == 2, "/proc/self/statm");
+	return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
 
 static void
 key_destructor(void *p)
@@ -186,6 +206,46 @@ main(int argc, char **argv)
 		free(r);
 	}
 	pthread_key_delete(key);
+
+	/*
+	 * mallinfo2 sees the program's blocks come and go (whichever allocator
+	 * serves them), mallinfo says the same, malloc_trim answers.
+	 */
+	struct mallinfo2 m0 = mallinfo2();
+	char *volatile big = malloc(3 << 20);
+	char *volatile small[1000];
+	TP_CHECK(big != NULL, "malloc(3 MiB)");
+	for (int i = 0; i < 1000; i++)
+		TP_CHECK((small[i] = malloc(1000)) != NULL, "malloc(1000)");
+	struct mallinfo2 m1 = mallinfo2();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	struct mallinfo old = mallinfo();
+#pragma GCC diagnostic pop
+	for (int i = 0; i < 1000; i++)
+		free(small[i]);
+	free(big);
+	struct mallinfo2 m2 = mallinfo2();
+	const size_t made = ((size_t)3 << 20) + 1000 * 1000;
+	int trimmed = malloc_trim(0);
+	tp_out("mallinfo2: grew %d, fell %d, mallinfo agrees %d, malloc_trim %d\n",
+	       m1.uordblks + m1.hblkhd >= m0.uordblks + m0.hblkhd + made,
+	       m1.uordblks + m1.hblkhd >= m2.uordblks + m2.hblkhd + made,
+	       (size_t)(unsigned)old.uordblks == (size_t)(unsigned)m1.uordblks
+		       && (size_t)(unsigned)old.hblkhd == (size_t)(unsigned)m1.hblkhd,
+	       trimmed == 0 || trimmed == 1);
+
+	/* malloc_trim gives freed pages back: 64 MiB of small blocks made, touched and freed. */
+	static char *volatile many[65536];
+	for (int i = 0; i < 65536; i++) {
+		TP_CHECK((many[i] = malloc(1000)) != NULL, "malloc(1000)");
+		memset(many[i], 1, 1000);
+	}
+	long peak = resident_kib();
+	for (int i = 0; i < 65536; i++)
+		free(many[i]);
+	(void)malloc_trim(0);
+	tp_out("malloc_trim: half of the peak's resident memory given back %d\n", resident_kib() < peak / 2);
 	tp_out("libc done\n");
 	return 0;
 }
