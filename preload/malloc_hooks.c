@@ -224,7 +224,8 @@ posix_memalign(void **memptr, size_t alignment, size_t size)
 	if (alignment % sizeof(void *) != 0 || !tfa_is_pow2(alignment))
 		return EINVAL;
 	void *p = aligned(alignment, size, &err);
-	errno = saved_errno;
+	/* glibc 2.36's ENOMEM comes from its malloc, which sets errno too. */
+	errno = p == NULL && err == ENOMEM ? ENOMEM : saved_errno;
 	if (p == NULL)
 		return err;
 	*memptr = p;

@@ -34,6 +34,19 @@ check_pm_einval(size_t alignment)
 	         errno);
 }
 
+/* glibc 2.36 sets errno when posix_memalign fails for want of memory (its malloc's ENOMEM). */
+static void
+check_pm_enomem(void)
+{
+	void *sentinel = (void *)(uintptr_t)0x5eed;
+	void *p = sentinel;
+	errno = 4242;
+	int rc = posix_memalign(&p, 64, v_huge / 2);
+	TP_CHECK(rc == ENOMEM, "posix_memalign(64, huge) returned %d, want ENOMEM", rc);
+	TP_CHECK(p == sentinel, "posix_memalign(64, huge) touched the result: %p", p);
+	TP_CHECK(errno == ENOMEM, "posix_memalign(64, huge) left errno %d, glibc's ENOMEM", errno);
+}
+
 /* posix_memalign that must succeed; returns the block. */
 static void *
 pm_ok(size_t alignment, size_t size)
@@ -68,6 +81,7 @@ main(int argc, char **argv)
 	check_pm_einval(24);
 	check_pm_einval(sizeof(void *) * 3);
 	check_pm_einval(((size_t)1 << 20) + 8);
+	check_pm_enomem();
 	void *a8 = pm_ok(8, 100);
 	void *a64 = pm_ok(64, 1000);
 	void *a4k = pm_ok(4096, 5000);
