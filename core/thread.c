@@ -140,6 +140,8 @@ tfa_thread_register_slow(void)
 	r->index = index;
 	r->id_thread_bits = (uint64_t)(index & 0xffffff) << 40;
 	r->live = 1;
+	r->thread_pointer = (uintptr_t)pthread_self();
+	r->left_by_fork = false;
 	r->next_free = NULL;
 	tfa_tls.rec = r;
 	tfa_tls.errno_loc = __errno_location();
@@ -266,4 +268,22 @@ tfa_thread_postfork_child(void)
 	 * are never live again.
 	 */
 	live_count = 1;
+	for (tfa_thread_rec_t *r = all_recs; r != NULL; r = r->next_all)
+		if (r->live && r != tfa_tls.rec)
+			r->left_by_fork = true;
+}
+
+size_t
+tfa_thread_left_by_fork(uintptr_t *tps, size_t max)
+{
+	size_t n = 0;
+
+	for (tfa_thread_rec_t *r = __atomic_load_n(&all_recs, __ATOMIC_ACQUIRE); r != NULL; r = r->next_all) {
+		if (!r->left_by_fork || r->thread_pointer == 0)
+			continue;
+		if (n < max)
+			tps[n] = r->thread_pointer;
+		n++;
+	}
+	return n;
 }

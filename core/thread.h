@@ -88,6 +88,10 @@ typedef struct tfa_thread_rec_s {
 	bool stack_cache_failed;
 	/* The alternate signal stack the record's thread runs handlers on (tfa_thread_altstack_on); kept with the record. */
 	void *altstack;
+	/* The owner's thread pointer (its pthread_t): where its stack mapping ends. */
+	uintptr_t thread_pointer;
+	/* Live in the parent when this process forked: its thread is not here (tfa_thread_left_by_fork). */
+	bool left_by_fork;
 } TFA_ALIGNED_CACHELINE tfa_thread_rec_t;
 
 enum tfa_tls_state_e {
@@ -131,6 +135,15 @@ _Static_assert(offsetof(tfa_tls_t, in_shim) == offsetof(tfa_tls_t, shim_word)
 extern TFA_TLS tfa_tls_t tfa_tls;
 extern tfa_thread_rec_t tfa_orphan_rec;
 extern tfa_lock_t tfa_orphan_lock;
+
+/*
+ * In a forked child: the thread pointers of the threads the parent had at
+ * the fork, other than the forking one, that the shim knew (they had
+ * allocated).  Their stacks are still mapped here, as they were at the
+ * fork, and the blocks they pointed to are still pointed to.  Writes at most
+ * max; returns how many there are.
+ */
+size_t tfa_thread_left_by_fork(uintptr_t *tps, size_t max);
 
 /* Slot 0 belongs to the process's tracker, which exists before any constructor runs. */
 #define TFA_SLOT_PROCESS 0

@@ -30,6 +30,10 @@
               had said "0 allocations" and nothing else), its output and
               exit status unchanged, a profile all the same; none for
               tp_empty, nor for python3, whose malloc symbol is a PLT entry
+  fork_held   tp_fork held: a thread holds a block (its pointer on its stack
+              only) while the main thread forks a child that exits: in the
+              child the block is reachable (the thread is gone, its stack
+              and the pointer are not), not lost
   deepbind_MODE  tp_deepbind loads a C++ library with RTLD_DEEPBIND (named by
               its path, by its bare name through the program's RUNPATH, or as
               $ORIGIN/...), which loads a lazily bound one the same way:
@@ -329,10 +333,30 @@ def case_deepbind(ctx, mode):
                 "the %d-byte leak's stack has no deep_leak in %s: %s" % (size, lib, json.dumps(fr)[:600]))
 
 
+def case_fork_held(ctx):
+    path = ctx.prog("tp_fork")
+    r, rep = ctx.run_and_report([path, "held"], what="tp_fork held")
+    parent_pid = int(T.parse_lines(r, "PARENT")[0][0])
+    child_pid = int(T.parse_lines(r, "CHILD")[0][0])
+    m = by_pid(rep["processes"])
+    T.check(parent_pid in m and child_pid in m, "profiles of pids %s, expected %d and %d"
+            % (sorted(m), parent_pid, child_pid))
+    parent, child = m[parent_pid][0], m[child_pid][0]
+    for p in (parent, child):
+        T.check_exited(p, 0)
+        T.check_consistent(p, multithreaded=True, allocator=ctx.allocator)
+    T.check_eq([lk for lk in parent["leaks"] if lk["bytes"] == 4321], [], "the parent's leaks of 4321 bytes")
+    held = [lk for lk in child["leaks"] if lk["bytes"] == 4321]
+    T.check(len(held) == 1 and held[0]["kind"] == "reachable",
+            "the child's block of 4321 bytes, which the parent's thread held at the fork: expected one "
+            "reachable block, got %s" % json.dumps(held)[:400])
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
     "fork_threads": case_fork_threads,
+    "fork_held": case_fork_held,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,

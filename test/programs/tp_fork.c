@@ -32,6 +32,11 @@
  * seconds (every descriptor but stdin closed, as a daemon's) and exits
  * without leaking.
  *
+ * Mode "held": a thread mallocs 4321 bytes, keeps the pointer on its stack
+ * only and blocks; the main thread forks a child that exits at once, then
+ * lets the thread free the block and end.  In the child the thread is gone
+ * but its stack, and the pointer, are still there: the block is reachable.
+ *
  * Prints "PARENT pid" and "CHILD pid" lines.
  */
 #include <pthread.h>
@@ -217,6 +222,48 @@ orphan(int ms, int hold)
 	return 0;
 }
 
+static int held_go[2], held_done[2];
+
+static void *
+held_thread(void *arg)
+{
+	char *volatile keep[2];
+	char c = 0;
+
+	(void)arg;
+	keep[0] = malloc(4321);
+	TP_CHECK(keep[0] != NULL, "malloc(4321)");
+	memset(keep[0], 'h', 4321);
+	keep[1] = NULL;
+	TP_CHECK(write(held_go[1], &c, 1) == 1, "write");
+	TP_CHECK(read(held_done[0], &c, 1) == 1, "read");
+	free(keep[0]);
+	return NULL;
+}
+
+static int
+fork_held(void)
+{
+	pthread_t th;
+	char c = 0;
+
+	TP_CHECK(pipe(held_go) == 0 && pipe(held_done) == 0, "pipe");
+	TP_CHECK(pthread_create(&th, NULL, held_thread, NULL) == 0, "pthread_create");
+	TP_CHECK(read(held_go[0], &c, 1) == 1, "read");
+	tp_out("PARENT %d\n", (int)getpid());
+	pid_t pid = fork();
+	TP_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		tp_out("CHILD %d\n", (int)getpid());
+		exit(0);
+	}
+	int status;
+	TP_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child");
+	TP_CHECK(write(held_done[1], &c, 1) == 1, "write");
+	TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -228,6 +275,8 @@ main(int argc, char **argv)
 		return fork_threads(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "storm") == 0)
 		return fork_storm(atoi(argv[2]));
+	if (argc > 1 && strcmp(argv[1], "held") == 0)
+		return fork_held();
 	int use_underscore_exit = argc > 1 && strcmp(argv[1], "_exit") == 0;
 
 	unsigned char *x = malloc(3000);
