@@ -15,7 +15,8 @@
  * bound to what the global scope gives (the shim's, or the program's own):
  * what the same object would have had without RTLD_DEEPBIND.  Every other
  * symbol keeps its deep binding.  Their constructors have run by then, on
- * libc's functions: what those keep is glibc's (README, Limits).
+ * libc's functions: what they made is glibc's, and goes back to glibc when
+ * freed through the shim (tfa_glibc_foreign_free, registry/backends.h).
  */
 #include <dlfcn.h>
 #include <elf.h>
