@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/arena.h"
 #include "core/common.h"
 #include "core/log.h"
 #include "core/shim.h"
@@ -249,12 +250,6 @@ loaded_before(const loaded_t *l, uintptr_t base)
 	return false;
 }
 
-typedef struct rebind_s {
-	const loaded_t *before;
-	unsigned objects; /* objects changed */
-	unsigned slots;   /* references changed */
-} rebind_t;
-
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
 #define R_GLOB_DAT  R_X86_64_GLOB_DAT
@@ -265,82 +260,95 @@ typedef struct rebind_s {
 #define R_ABS64     R_AARCH64_ABS64
 #endif
 
-typedef struct object_s {
-	const char *name;
-	uintptr_t base;
-	const ElfW(Sym) *symtab;
-	const char *strtab;
-	uintptr_t relro_start, relro_end; /* the pages glibc made read-only */
-	bool opened;                      /* the read-only pages are writable now */
-	bool failed;
-	unsigned slots;
-} object_t;
+/* A reference of a new object to a name the shim exports. */
+typedef struct candidate_s {
+	uintptr_t *slot;
+	uintptr_t relro_start, relro_end; /* the pages glibc made read-only in its object */
+	uintptr_t obj_start, obj_end;     /* its object's address range: a lazy slot points there */
+	uint16_t export;
+} candidate_t;
+
+typedef struct rebind_s {
+	const loaded_t *before;
+	candidate_t *c; /* arena memory */
+	size_t n, cap;
+	bool full;      /* candidates past cap: left deep-bound */
+} rebind_t;
 
 static void
-bind_slot(object_t *o, uintptr_t *slot, uintptr_t target)
+candidate_add(rebind_t *rb, const candidate_t *c)
 {
-	uintptr_t at = (uintptr_t)slot;
-
-	if (o->failed || __atomic_load_n(slot, __ATOMIC_RELAXED) == target)
-		return;
-	if (at >= o->relro_start && at < o->relro_end && !o->opened) {
-		if (mprotect((void *)o->relro_start, o->relro_end - o->relro_start, PROT_READ | PROT_WRITE) != 0) {
-			tfa_log("dlopen(RTLD_DEEPBIND) of %s: cannot bind its malloc family to tfalloc's: "
-				"mprotect: %s; its blocks go unseen",
-				o->name, strerror(errno));
-			o->failed = true;
+	if (rb->n == rb->cap) {
+		size_t cap = rb->cap != 0 ? rb->cap * 2 : 256;
+		candidate_t *grown = tfa_arena_map(cap * sizeof(*grown));
+		if (grown == NULL) {
+			rb->full = true;
 			return;
 		}
-		o->opened = true;
+		if (rb->c != NULL) {
+			memcpy(grown, rb->c, rb->n * sizeof(*grown));
+			tfa_arena_unmap(rb->c, rb->cap * sizeof(*rb->c));
+		}
+		rb->c = grown;
+		rb->cap = cap;
 	}
-	__atomic_store_n(slot, target, __ATOMIC_RELAXED);
-	o->slots++;
+	rb->c[rb->n++] = *c;
 }
 
 static void
-bind_relocs(object_t *o, const ElfW(Rela) *r, size_t bytes)
+collect_relocs(rebind_t *rb, candidate_t *proto, uintptr_t base, const ElfW(Sym) *symtab, const char *strtab,
+	       const ElfW(Rela) *r, size_t bytes)
 {
 	for (size_t i = 0; i < bytes / sizeof(*r); i++) {
 		unsigned type = ELF64_R_TYPE(r[i].r_info);
 		uint32_t sym = ELF64_R_SYM(r[i].r_info);
 		if (sym == 0 || (type != R_JUMP_SLOT && type != R_GLOB_DAT && (type != R_ABS64 || r[i].r_addend != 0)))
 			continue;
-		const export_t *e = export_find(o->strtab + o->symtab[sym].st_name);
-		if (e != NULL)
-			bind_slot(o, (uintptr_t *)(o->base + r[i].r_offset), e->target);
+		const export_t *e = export_find(strtab + symtab[sym].st_name);
+		if (e == NULL)
+			continue;
+		proto->slot = (uintptr_t *)(base + r[i].r_offset);
+		proto->export = (uint16_t)(e - ex.exports);
+		candidate_add(rb, proto);
 	}
 }
 
+/* Under dl_iterate_phdr's lock: only collects (dlsym and dladdr take the loader's lock). */
 static int
-rebind_visit(struct dl_phdr_info *info, size_t size, void *arg)
+collect_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	rebind_t *rb = arg;
 	uintptr_t base = info->dlpi_addr;
 	const ElfW(Dyn) *dyn = NULL;
-	object_t o = { .name = info->dlpi_name, .base = base };
+	candidate_t proto = { .obj_start = UINTPTR_MAX };
+	uintptr_t page = (uintptr_t)getpagesize() - 1;
 
 	(void)size;
 	if (base == ex.own_base || loaded_before(rb->before, base))
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t page = (uintptr_t)getpagesize() - 1;
-		if (ph->p_type == PT_DYNAMIC)
+		if (ph->p_type == PT_DYNAMIC) {
 			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
-		else if (ph->p_type == PT_GNU_RELRO) {
-			o.relro_start = (base + ph->p_vaddr) & ~page;
-			o.relro_end = (base + ph->p_vaddr + ph->p_memsz) & ~page;
+		} else if (ph->p_type == PT_GNU_RELRO) {
+			proto.relro_start = (base + ph->p_vaddr) & ~page;
+			proto.relro_end = (base + ph->p_vaddr + ph->p_memsz) & ~page;
+		} else if (ph->p_type == PT_LOAD) {
+			proto.obj_start = TFA_MIN(proto.obj_start, base + ph->p_vaddr);
+			proto.obj_end = TFA_MAX(proto.obj_end, base + ph->p_vaddr + ph->p_memsz);
 		}
 	}
 	if (dyn == NULL)
 		return 0;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
 	const ElfW(Rela) *rela = NULL, *jmprel = NULL;
 	size_t rela_bytes = 0, jmprel_bytes = 0;
 	bool plt_rela = true;
 	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
 		switch (d->d_tag) {
-		case DT_SYMTAB: o.symtab = (const ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr); break;
-		case DT_STRTAB: o.strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_STRTAB: strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr); break;
 		case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(base, d->d_un.d_ptr); break;
 		case DT_RELASZ: rela_bytes = d->d_un.d_val; break;
 		case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(base, d->d_un.d_ptr); break;
@@ -349,20 +357,74 @@ rebind_visit(struct dl_phdr_info *info, size_t size, void *arg)
 		default: break;
 		}
 	}
-	if (o.symtab == NULL || o.strtab == NULL)
+	if (symtab == NULL || strtab == NULL)
 		return 0;
 	if (rela != NULL)
-		bind_relocs(&o, rela, rela_bytes);
+		collect_relocs(rb, &proto, base, symtab, strtab, rela, rela_bytes);
 	if (jmprel != NULL && plt_rela)
-		bind_relocs(&o, jmprel, jmprel_bytes);
-	if (o.opened && mprotect((void *)o.relro_start, o.relro_end - o.relro_start, PROT_READ) != 0)
-		tfa_log("dlopen(RTLD_DEEPBIND) of %s: its relocations stay writable: mprotect: %s", o.name,
-			strerror(errno));
-	if (o.slots > 0) {
-		rb->objects++;
-		rb->slots += o.slots;
-	}
+		collect_relocs(rb, &proto, base, symtab, strtab, jmprel, jmprel_bytes);
 	return 0;
+}
+
+/*
+ * Whether a function the shim stands in for is defined there: libc (and the
+ * loader), the C++ runtime, CUDA's libraries.  A library with an allocator of
+ * its own (a static tcmalloc that exports malloc) keeps it: it may also call
+ * it directly, and a block of the shim's given to its free would crash it.
+ */
+static bool
+shim_stands_in_for(const void *fn)
+{
+	static const char *const providers[] = { "libc.so",	"ld-linux", "libstdc++.so", "libc++.so",
+						 "libc++abi.so", "libcudart.so", "libcuda.so",	"libdl.so",
+						 "libpthread.so" };
+	Dl_info info;
+
+	if (fn == NULL || dladdr(fn, &info) == 0 || info.dli_fname == NULL)
+		return false;
+	const char *base = strrchr(info.dli_fname, '/');
+	base = base != NULL ? base + 1 : info.dli_fname;
+	for (size_t i = 0; i < TFA_ARRAY_SIZE(providers); i++)
+		if (strncmp(base, providers[i], strlen(providers[i])) == 0)
+			return true;
+	return false;
+}
+
+static void
+bind_candidates(rebind_t *rb, void *handle)
+{
+	void *(*real_dlsym)(void *, const char *) = tfa_cuda_real_dlsym();
+
+	for (size_t i = 0; i < rb->n; i++) {
+		const candidate_t *c = &rb->c[i];
+		const export_t *e = &ex.exports[c->export];
+		uintptr_t now = __atomic_load_n(c->slot, __ATOMIC_RELAXED);
+		if (now == e->target)
+			continue;
+		/* A lazy slot points into its own object's PLT still: what it would come to. */
+		void *deep = (void *)now;
+		if (now >= c->obj_start && now < c->obj_end)
+			deep = real_dlsym != NULL ? real_dlsym(handle, e->name) : NULL;
+		if (!shim_stands_in_for(deep))
+			continue;
+		bool relro = (uintptr_t)c->slot >= c->relro_start && (uintptr_t)c->slot < c->relro_end;
+		void *page = (void *)((uintptr_t)c->slot & ~((uintptr_t)getpagesize() - 1));
+		if (relro && mprotect(page, (size_t)getpagesize(), PROT_READ | PROT_WRITE) != 0) {
+			TFA_LOG_ONCE("dlopen(RTLD_DEEPBIND): cannot bind a library's %s to tfalloc's: mprotect: %s; "
+				     "what it makes through it goes unseen",
+				     e->name, strerror(errno));
+			continue;
+		}
+		__atomic_store_n(c->slot, e->target, __ATOMIC_RELAXED);
+		if (relro && mprotect(page, (size_t)getpagesize(), PROT_READ) != 0)
+			TFA_LOG_ONCE("dlopen(RTLD_DEEPBIND): a library's relocations stay writable: mprotect: %s",
+				     strerror(errno));
+	}
+	if (rb->full)
+		TFA_LOG_ONCE("dlopen(RTLD_DEEPBIND): no memory to bind every reference to tfalloc's functions; "
+			     "what the others make goes unseen");
+	if (rb->c != NULL)
+		tfa_arena_unmap(rb->c, rb->cap * sizeof(*rb->c));
 }
 
 /* ---- the caller's view of the file name ------------------------------------------------------ */
@@ -472,7 +534,8 @@ tfa_dlopen_deepbind(const char *file, int mode, void *caller)
 	if (h != NULL && ex.count > 0) {
 		int saved_errno = errno;
 		rebind_t rb = { .before = &before };
-		(void)dl_iterate_phdr(rebind_visit, &rb);
+		(void)dl_iterate_phdr(collect_visit, &rb);
+		bind_candidates(&rb, h);
 		errno = saved_errno;
 	}
 	return h;

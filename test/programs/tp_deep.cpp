@@ -95,6 +95,6 @@ deep_leak(void)
 void *
 deep_dlopen(const char *path)
 {
-	return dlopen(path, RTLD_NOW | RTLD_DEEPBIND);
+	return dlopen(path, RTLD_LAZY | RTLD_DEEPBIND);
 }
 }

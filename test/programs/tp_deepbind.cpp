@@ -8,9 +8,11 @@
  *   origin   "$ORIGIN/libtp_deep_now.so"
  * Then blocks cross between program and library both ways (malloc/free,
  * realloc, new[]/delete[]), malloc's address is compared, the library loads
- * the second (lazily bound) library with RTLD_DEEPBIND itself and the same
+ * the second library with RTLD_LAZY | RTLD_DEEPBIND itself (its calls bound
+ * at their first use) and the same
  * is done with it; each library loses one block (4242 and 4343 bytes).
- * The blocks each library's constructor made before the shim bound it
+ * A third library, with a malloc of its own, keeps it.  The blocks each
+ * library's constructor made before the shim bound it
  * (glibc's) are freed, realloc'ed and asked their usable size here.  With
  * a second argument "double", three double frees at the end (glibc aborts
  * on the first without tfalloc).
@@ -136,6 +138,18 @@ main(int argc, char **argv)
 		return TP_FAIL_STATUS;
 	}
 	exercise(h2);
+	/* A library with an allocator of its own keeps it. */
+	snprintf(path, sizeof(path), "%s/libtp_deep_own.so", dir);
+	void *h3 = dlopen(path, RTLD_NOW | RTLD_DEEPBIND);
+	if (h3 == NULL) {
+		tp_printf(2, "dlopen %s: %s\n", path, dlerror());
+		return TP_FAIL_STATUS;
+	}
+	void *o = sym<make_fn>(h3, "own_make")(64);
+	TP_CHECK(o != NULL && sym<int (*)(const void *)>(h3, "own_is_mine")(o),
+		 "the library's malloc is its own allocator's");
+	sym<free_fn>(h3, "own_free")(o);
+
 	tp_printf(1, "DEEP %s ok\n", mode);
 	if (argc < 3 || strcmp(argv[2], "double") != 0)
 		return 0;
