@@ -6,6 +6,8 @@
  * handle go to tfa_dlsym_handle (cuda_hooks.c), which returns the shim's
  * wrapper when the result is a CUDA function it wraps.
  */
+#include "preload/tail_jump.h"
+
 #if defined(__x86_64__)
 	.text
 	.globl	dlsym
@@ -19,25 +21,7 @@ dlsym:
 	je	1f
 	jmp	tfa_dlsym_handle
 1:
-	mov	tfa_real_dlsym(%rip), %rax
-	test	%rax, %rax
-	je	2f
-	jmp	*%rax
-2:	/* Before the constructor resolved it: resolve, then jump with the arguments intact. */
-	push	%rdi
-	.cfi_adjust_cfa_offset 8
-	push	%rsi
-	.cfi_adjust_cfa_offset 8
-	sub	$8, %rsp
-	.cfi_adjust_cfa_offset 8
-	call	tfa_dlsym_resolve
-	add	$8, %rsp
-	.cfi_adjust_cfa_offset -8
-	pop	%rsi
-	.cfi_adjust_cfa_offset -8
-	pop	%rdi
-	.cfi_adjust_cfa_offset -8
-	jmp	*%rax
+	TFA_TAIL_JUMP tfa_real_dlsym, tfa_dlsym_resolve
 	.cfi_endproc
 	.size	dlsym, .-dlsym
 #elif defined(__aarch64__)
@@ -52,27 +36,8 @@ dlsym:
 	b.eq	1f
 	b	tfa_dlsym_handle
 1:
-	adrp	x16, tfa_real_dlsym
-	ldr	x16, [x16, :lo12:tfa_real_dlsym]
-	cbz	x16, 2f
-	br	x16
-2:
-	stp	x29, x30, [sp, #-32]!
-	.cfi_def_cfa_offset 32
-	.cfi_offset 29, -32
-	.cfi_offset 30, -24
-	stp	x0, x1, [sp, #16]
-	bl	tfa_dlsym_resolve
-	mov	x16, x0
-	ldp	x0, x1, [sp, #16]
-	ldp	x29, x30, [sp], #32
-	.cfi_def_cfa_offset 0
-	.cfi_restore 29
-	.cfi_restore 30
-	br	x16
+	TFA_TAIL_JUMP tfa_real_dlsym, tfa_dlsym_resolve
 	.cfi_endproc
 	.size	dlsym, .-dlsym
-#else
-#error "cuda_hooks/dlsym_entry.S: x86_64 and aarch64 only"
 #endif
 	.section .note.GNU-stack, "", %progbits

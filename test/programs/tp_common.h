@@ -28,6 +28,7 @@
 #define TP_COMMON_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,6 +91,18 @@ static inline void __attribute__((format(printf, 2, 3))) tp_printf(int fd, const
 			_exit(TP_FAIL_STATUS);                                                \
 		}                                                                             \
 	} while (0)
+
+/* The start of a small file (a /proc one) into buf, NUL-terminated; no stdio, whose FILE is a block. */
+static inline void
+tp_read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	TP_CHECK(fd >= 0, "open %s", path);
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	TP_CHECK(n > 0, "read %s", path);
+	buf[n] = '\0';
+}
 
 static inline int
 tp_is_baseline(int argc, char **argv)

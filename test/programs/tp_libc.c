@@ -11,7 +11,6 @@
  * what remains is glibc's own caches.  Prints results, never addresses.
  */
 #include <dirent.h>
-#include <fcntl.h>
 #include <dlfcn.h>
 #include <glob.h>
 #include <iconv.h>
@@ -32,12 +31,7 @@ static long
 resident_kib(void)
 {
 	char buf[128];
-	int fd = open("/proc/self/statm", O_RDONLY);
-	TP_CHECK(fd >= 0, "open /proc/self/statm");
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	TP_CHECK(n > 0, "read /proc/self/statm");
-	buf[n] = '\0';
+	tp_read_file("/proc/self/statm", buf, sizeof(buf));
 	long size = 0, resident = 0;
 	TP_CHECK(sscanf(buf, "%ld %ld", &size, &resident) == 2, "/proc/self/statm");
 	return resident * (sysconf(_SC_PAGESIZE) / 1024);

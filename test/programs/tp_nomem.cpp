@@ -51,12 +51,7 @@ static size_t
 vm_size(void)
 {
 	char buf[8192];
-	int fd = open("/proc/self/status", O_RDONLY);
-	TP_CHECK(fd >= 0, "/proc/self/status");
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	TP_CHECK(n > 0, "read /proc/self/status");
-	buf[n] = '\0';
+	tp_read_file("/proc/self/status", buf, sizeof(buf));
 	const char *v = strstr(buf, "VmSize:");
 	TP_CHECK(v != nullptr, "VmSize");
 	return (size_t)strtoull(v + 7, nullptr, 10) * 1024;
