@@ -575,8 +575,9 @@ read_proc_file(const char *path, size_t cap, size_t *len, size_t *bytes)
 	*bytes = cap;
 	if (buf == NULL)
 		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && strcmp(path, "/proc/self/maps") == 0)
+	bool maps = strcmp(path, "/proc/self/maps") == 0;
+	fd = maps ? tfa_open_proc_self("maps") : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && maps)
 		fd = kept_maps_again();
 	if (fd < 0) {
 		tfa_arena_unmap(buf, cap);

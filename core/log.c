@@ -460,3 +460,31 @@ tfa_read_small_file(const char *path, char *buf, size_t size)
 	errno = saved_errno;
 	return (long)len;
 }
+
+int
+tfa_open_proc_self(const char *file)
+{
+	char path[64];
+
+	tfa_snprintf(path, sizeof(path), "/proc/thread-self/%s", file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		tfa_snprintf(path, sizeof(path), "/proc/self/%s", file);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	return fd;
+}
+
+long
+tfa_read_proc_self(const char *file, char *buf, size_t size)
+{
+	char path[64];
+
+	tfa_snprintf(path, sizeof(path), "/proc/thread-self/%s", file);
+	long n = tfa_read_small_file(path, buf, size);
+	if (n < 0) {
+		tfa_snprintf(path, sizeof(path), "/proc/self/%s", file);
+		n = tfa_read_small_file(path, buf, size);
+	}
+	return n;
+}

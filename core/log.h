@@ -37,6 +37,18 @@ int tfa_write_all(int fd, const void *buf, size_t len);
 long tfa_read_small_file(const char *path, char *buf, size_t size);
 
 /*
+ * The calling thread's /proc file of the process's memory ("statm", "stat",
+ * "maps"): /proc/thread-self/FILE, or /proc/self/FILE where the kernel has
+ * no thread-self (before 3.17).  /proc/self is the thread group's leader,
+ * whose memory files are empty once it has ended (a main thread that
+ * called pthread_exit): the leak scan then had no mappings and called the
+ * loader's blocks lost.  tfa_read_proc_self reads it as tfa_read_small_file
+ * does; tfa_open_proc_self opens it (O_RDONLY | O_CLOEXEC), or returns -1.
+ */
+long tfa_read_proc_self(const char *file, char *buf, size_t size);
+int tfa_open_proc_self(const char *file);
+
+/*
  * Keeps a private duplicate of stderr (fd >= 1021, close-on-exec) for the
  * shim's messages, so that they still reach the terminal after the program
  * closed fd 2.  Called once at init.

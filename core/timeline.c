@@ -101,7 +101,7 @@ uint64_t
 tfa_rss_bytes(void)
 {
 	char buf[128];
-	long n = tfa_read_small_file("/proc/self/statm", buf, sizeof(buf));
+	long n = tfa_read_proc_self("statm", buf, sizeof(buf));
 
 	if (n <= 0)
 		return 0;

@@ -87,7 +87,7 @@ foreign_learn(void)
 		return;
 	/* start_brk is field 47 of /proc/self/stat, the 45th after the command's ")". */
 	uintptr_t start = 1;
-	long n = tfa_read_small_file("/proc/self/stat", buf, sizeof(buf) - 1);
+	long n = tfa_read_proc_self("stat", buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = '\0';
 		char *p = strrchr(buf, ')');

@@ -19,6 +19,10 @@ Cases:
             in read(2) at exit, is reachable (memcheck says so too); the one
             block the C runtime leaks for that thread (its DTV, held through an
             interior pointer) is possible under both
+  main_exit main ends with pthread_exit, another thread calls exit(): the
+            classes are the program's, as memcheck's (/proc/self, the ended
+            main thread's, has no mappings: the scan read none and called the
+            loader's blocks lost)
   cxx       tp_cxx (C++, iostreams, threads that were joined): the same classes
             as memcheck's without its freeres hooks (--run-libc-freeres=no
             --run-cxx-freeres=no: the runtime's blocks stay, as under tfalloc):
@@ -225,6 +229,36 @@ def case_thread(ctx):
     T.check_eq(vg["possible"][1], want["possible"][1] + 1, "valgrind: possible blocks with the thread")
     T.check(ours["possible"][0] >= vg["possible"][0],
             "tfalloc's possible bytes %d < valgrind's %d" % (ours["possible"][0], vg["possible"][0]))
+
+
+def case_main_exit(ctx):
+    r, proc = shim_run(ctx, ["main-exit"])
+    check_classified(proc, PROG + " main-exit")
+    base = ctx.baseline(PROG)
+    want = declared(r)
+    T.check_eq(want["reachable"], [300, 1], "the program's reachable blocks once main has freed its own")
+    ours = minus(by_kind(proc), by_kind(base))
+    # Without glibc's freeres hooks, which free the loader's blocks (pthread_exit loads libgcc_s) under
+    # memcheck only.
+    vg = minus(memcheck(ctx, ["main-exit"], freeres=False), memcheck(ctx, ["baseline"], freeres=False))
+    for kind in ("definite", "indirect"):
+        T.check_eq(ours.get(kind, [0, 0]), want[kind], "tfalloc: %s after main's pthread_exit" % kind)
+        T.check_eq(vg.get(kind, [0, 0]), want[kind], "valgrind: %s after main's pthread_exit" % kind)
+    # The rest is the program's 300 bytes and the runtime's: the ending thread's DTV (possible under
+    # both, its size depends on the modules with TLS), libgcc_s's link map and the loader's other
+    # blocks; the loader's 2,304-byte table is held through a pointer it aligned up, which is its
+    # start under jemalloc (reachable, as for memcheck) but not under glibc's 16-byte alignment.
+    held = [sum(ours.get(k, [0, 0])[1] for k in ("possible", "reachable")),
+            sum(vg.get(k, [0, 0])[1] for k in ("possible", "reachable"))]
+    T.check_eq(held[0], held[1], "blocks possibly lost or reachable, tfalloc against valgrind (%r, %r)" % (ours, vg))
+    T.check_ge(ours.get("reachable", [0, 0])[0], want["reachable"][0], "tfalloc: reachable bytes")
+    if ctx.allocator != "glibc":
+        T.check_eq(ours.get("reachable"), vg.get("reachable"), "tfalloc: reachable after main's pthread_exit")
+    # The 4 MiB peak made after main ended: its point has the resident memory of then (0 when read
+    # from /proc/self, the ended thread's).
+    peak = [p for p in proc.get("timeline", []) if p.get("peak")]
+    T.check(peak and peak[-1]["bytes_in_use"] >= 4 << 20 and peak[-1]["rss_bytes"] > 0,
+            "the timeline's peak after main's pthread_exit: %r" % peak[-1:])
 
 
 def case_cxx(ctx):
@@ -435,7 +469,8 @@ def case_reused(ctx):
 
 
 if __name__ == "__main__":
-    T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "cxx": case_cxx,
+    T.main({"classes": case_classes, "memcheck": case_memcheck, "thread": case_thread, "main_exit": case_main_exit,
+             "cxx": case_cxx,
             "mmap": case_mmap, "dlopen": case_dlopen, "fork": case_fork, "exec": case_exec, "python3": case_python3,
             "scan": case_scan, "disabled": case_disabled, "signal": case_signal, "groups": case_groups,
             "reused": case_reused})

@@ -39,6 +39,10 @@
  * variable and is blocked in read(2) when main exits: reachable through that
  * thread's stack (reachable 900 in 3).  "kill": the same leaks as without
  * arguments, then SIGTERM kills the process (no classes in that profile).
+ * "main-exit": main frees the 200-byte block and ends with pthread_exit; a
+ * thread it started waits until it has, makes and frees a 4 MiB block (a
+ * new peak), and calls exit(): the process's /proc/self is then an ended
+ * thread's (reachable 300 in 1).
  *
  * The stack is scrubbed before exit: a word left on it by a returned call is
  * no pointer to memcheck (it is undefined there), but it is to tfalloc.
@@ -137,22 +141,29 @@ make_reachable(void)
 static int ready_pipe[2], never_pipe[2];
 static volatile pid_t holder_tid;
 
-/* Whether thread tid sleeps (in its read(2)): the state after "(comm) " in its stat file. */
-static bool
-sleeping(pid_t tid)
+/* The state of thread tid, after "(comm) " in its stat file; 0 when it cannot be read. */
+static char
+thread_state(pid_t tid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
-		return false;
+		return 0;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return false;
+		return 0;
 	buf[n] = '\0';
 	const char *p = strrchr(buf, ')');
-	return p != NULL && p[1] == ' ' && p[2] == 'S';
+	return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Whether thread tid sleeps (in its read(2)). */
+static bool
+sleeping(pid_t tid)
+{
+	return thread_state(tid) == 'S';
 }
 
 static void *
@@ -169,6 +180,26 @@ holder(void *arg)
 	while (read(never_pipe[0], &c, 1) != 0) {
 	}
 	return mine;
+}
+
+static pid_t main_tid;
+
+/* "main-exit": ends the process once the main thread has ended. */
+static void *
+ender(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 500 && thread_state(main_tid) != 'Z'; i++)
+		usleep(10000);
+	TP_CHECK(thread_state(main_tid) == 'Z', "the main thread did not end");
+	/* A new peak, for the timeline's resident memory then. */
+	char *volatile big = calloc(1, 4 << 20);
+	TP_CHECK(big != NULL, "calloc(4 MiB)");
+	memset(big, 1, 4 << 20);
+	free(big);
+	tp_out("CLASSES {\"definite\":[1104,4],\"indirect\":[248,5],\"possible\":[712,2],"
+	       "\"reachable\":[300,1]}\n");
+	exit(0);
 }
 
 /* Overwrites the stack below the caller: no stale pointer survives there. */
@@ -259,6 +290,15 @@ main(int argc, char **argv)
 		/* Until the thread sits in read(2) (its stack is scanned from there). */
 		for (int i = 0; i < 500 && !sleeping(holder_tid); i++)
 			usleep(10000);
+	}
+	if (strcmp(mode, "main-exit") == 0) {
+		pthread_t t;
+		free((void *)held);
+		held = NULL;
+		main_tid = getpid();
+		TP_CHECK(pthread_create(&t, NULL, ender, NULL) == 0, "pthread_create");
+		scrub_stack();
+		pthread_exit(NULL);
 	}
 	scrub_stack();
 	tp_out("CLASSES {\"definite\":[1104,4],\"indirect\":[248,5],\"possible\":[712,2],"
