@@ -170,12 +170,40 @@ task_state(pid_t pid, pid_t tid)
 	return state;
 }
 
+/*
+ * A thread of the process that has not ended: the leader, or, once the
+ * leader has ended (a main thread that called pthread_exit), another.  0
+ * when none is left.
+ */
+static pid_t
+live_task(pid_t pid)
+{
+	char path[64];
+	char state = task_state(pid, pid);
+
+	if (state != 0 && state != 'Z' && state != 'X')
+		return pid;
+	if (state == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	pid_t found = 0;
+	if (d == NULL)
+		return 0;
+	for (struct dirent *e; found == 0 && (e = readdir(d)) != NULL;) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+		state = tid > 0 ? task_state(pid, tid) : 0;
+		if (state != 0 && state != 'Z' && state != 'X')
+			found = tid;
+	}
+	closedir(d);
+	return found;
+}
+
 static bool
 process_gone(pid_t pid)
 {
-	char state = task_state(pid, pid);
-
-	return state == 0 || state == 'Z' || state == 'X';
+	return live_task(pid) == 0;
 }
 
 /* The hex mask after "NAME:" in a status file, or 0. */
@@ -225,7 +253,11 @@ environ_value(pid_t pid, const char *name)
 	return value;
 }
 
-/* Whether /proc/PID/maps shows libtfalloc.so.  -errno when it cannot be read. */
+/*
+ * Whether the process's maps show libtfalloc.so.  -errno when they cannot be
+ * read.  Read through a thread that has not ended: /proc/PID/maps is empty
+ * once the leader has.
+ */
 static int
 runs_tfalloc(pid_t pid)
 {
@@ -233,8 +265,9 @@ runs_tfalloc(pid_t pid)
 	char *line = NULL;
 	size_t cap = 0;
 	bool found = false;
+	pid_t tid = live_task(pid);
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/maps", (int)pid, (int)(tid != 0 ? tid : pid));
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return -errno;

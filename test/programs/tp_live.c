@@ -22,6 +22,9 @@
  *   spawn N SIZE          holds N blocks; a thread starts short-lived threads
  *                         one after the other (each allocates SIZE bytes,
  *                         frees them and ends) until stdin ends.
+ *   main-exit N SIZE      holds N blocks; the main thread ends (pthread_exit)
+ *                         and another, once it has, prints "READY" and waits
+ *                         on stdin as idle does.
  *   handler N SIZE SIG    holds N blocks and installs a handler of its own
  *                         for signal SIG (it counts deliveries); checks that
  *                         sigaction reports it; prints "HANDLED count".
@@ -31,6 +34,7 @@
  * run.  "baseline" does nothing.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/select.h>
 #include <sys/wait.h>
@@ -192,6 +196,32 @@ spawner(void *arg)
 	return NULL;
 }
 
+/* ---- main-exit --------------------------------------------------------------------------- */
+
+/* Runs once the main thread has ended: the process's /proc/PID files are then the ended thread's. */
+static void *
+after_main(void *arg)
+{
+	char path[64], buf[512];
+	pid_t main_tid = *(const pid_t *)arg;
+	bool ended = false;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)main_tid);
+	for (int i = 0; i < 500 && !ended; i++) {
+		tp_read_file(path, buf, sizeof(buf));
+		const char *p = strrchr(buf, ')');
+		ended = p != NULL && p[1] == ' ' && p[2] == 'Z';
+		if (!ended)
+			usleep(10000);
+	}
+	TP_CHECK(ended, "the main thread did not end");
+	tp_out("READY\n");
+	wait_stdin();
+	release();
+	tp_out("DONE\n");
+	exit(0);
+}
+
 /* ---- handler ----------------------------------------------------------------------------- */
 
 static volatile sig_atomic_t handled;
@@ -266,6 +296,12 @@ main(int argc, char **argv)
 		wait_stdin();
 		__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 		TP_CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+	} else if (strcmp(mode, "main-exit") == 0) {
+		static pid_t main_tid;
+		pthread_t th;
+		main_tid = getpid();
+		TP_CHECK(pthread_create(&th, NULL, after_main, &main_tid) == 0, "pthread_create");
+		pthread_exit(NULL);
 	} else if (strcmp(mode, "handler") == 0) {
 		TP_CHECK(argc >= 5, "handler N SIZE SIG");
 		int sig = atoi(argv[4]);
