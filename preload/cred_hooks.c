@@ -6,10 +6,15 @@
  * a daemon that drops root, or confines itself to an empty directory (sshd's
  * privilege separation does both), still writes its profile into the
  * directory its former self could reach.  Each then calls glibc's, which
- * changes the ids of every thread.
+ * changes the ids of every thread.  unshare and setns as well, for a new or
+ * another mount, pid or user namespace: /proc/self of a process that stays
+ * outside the pid namespace whose proc its mount namespace then shows (the
+ * parent of `unshare --pid --fork --mount-proc`) names no process, and the
+ * leak scan found no mappings there.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -25,15 +30,17 @@ TFA_EXPORT int setregid(gid_t rgid, gid_t egid);
 TFA_EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid);
 TFA_EXPORT int setresgid(gid_t rgid, gid_t egid, gid_t sgid);
 TFA_EXPORT int chroot(const char *path);
+TFA_EXPORT int unshare(int flags);
+TFA_EXPORT int setns(int fd, int nstype);
 
 /*
  * glibc's functions, found at load: a vfork child may call setuid before
  * exec, and dlsym there (it allocates, and takes the loader's lock) could
  * meet a lock another thread of the parent holds.
  */
-enum { SETUID, SETGID, SETEUID, SETEGID, SETREUID, SETREGID, SETRESUID, SETRESGID, CHROOT, NFUNCS };
-static const char *const names[NFUNCS] = { "setuid",   "setgid",    "seteuid",   "setegid", "setreuid",
-					   "setregid", "setresuid", "setresgid", "chroot" };
+enum { SETUID, SETGID, SETEUID, SETEGID, SETREUID, SETREGID, SETRESUID, SETRESGID, CHROOT, UNSHARE, SETNS, NFUNCS };
+static const char *const names[NFUNCS] = { "setuid",   "setgid",    "seteuid", "setegid", "setreuid", "setregid",
+					   "setresuid", "setresgid", "chroot",  "unshare", "setns" };
 static void *real[NFUNCS];
 
 __attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
@@ -43,7 +50,7 @@ cred_hooks_resolve(void)
 		real[i] = dlsym(RTLD_NEXT, names[i]);
 }
 
-#define CRED_HOOK(name, index, params, args)                 \
+#define CRED_HOOK_IF(name, index, params, args, when)         \
 	int name params                                      \
 	{                                                    \
 		int(*fn) params;                             \
@@ -53,9 +60,11 @@ cred_hooks_resolve(void)
 			return -1;                           \
 		}                                            \
 		__builtin_memcpy(&fn, &sym, sizeof(fn));     \
-		tfa_shim_before_credentials();               \
+		if (when)                                    \
+			tfa_shim_before_credentials();       \
 		return fn args;                              \
 	}
+#define CRED_HOOK(name, index, params, args) CRED_HOOK_IF(name, index, params, args, true)
 
 CRED_HOOK(setuid, SETUID, (uid_t uid), (uid))
 CRED_HOOK(setgid, SETGID, (gid_t gid), (gid))
@@ -66,3 +75,5 @@ CRED_HOOK(setregid, SETREGID, (gid_t rgid, gid_t egid), (rgid, egid))
 CRED_HOOK(setresuid, SETRESUID, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid))
 CRED_HOOK(setresgid, SETRESGID, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egid, sgid))
 CRED_HOOK(chroot, CHROOT, (const char *path), (path))
+CRED_HOOK_IF(unshare, UNSHARE, (int flags), (flags), (flags & (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER)) != 0)
+CRED_HOOK(setns, SETNS, (int fd, int nstype), (fd, nstype))

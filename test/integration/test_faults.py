@@ -55,9 +55,11 @@ Cases:
                 two leaks, and the leak gate fails it (it passed); then
                 chroots into an empty directory: the profile is written, its
                 leaks classified (/proc/self/maps read through a kept
-                descriptor: they were all unclassified); killed by SIGKILL
-                after the change, it leaves the snapshot the change made
-                (an empty file); skipped when not run as root
+                descriptor: they were all unclassified); the same after
+                new mount and pid namespaces whose proc a child mounted
+                (unshare: /proc/self names no process then); killed by
+                SIGKILL after the change, it leaves the snapshot the change
+                made (an empty file); skipped when not run as root
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -303,7 +305,9 @@ def case_setuid(ctx):
     and back with a snapshot in between, then setuid) in an output directory
     only root may write: its profile is written all the same (it was lost,
     "Permission denied", and a leak gate passed it), final, with both leaks,
-    and the leak gate fails it."""
+    and the leak gate fails it.  A chroot into an empty directory, and new
+    mount and pid namespaces with their own proc (unshare): the leaks are
+    still classified."""
     if os.geteuid() != 0:
         raise T.Skip("needs root: the program drops it")
     for mode in ("setuid", "setresuid", "seteuid"):
@@ -336,6 +340,18 @@ def case_setuid(ctx):
     kinds = sorted((l["bytes"], l["kind"]) for l in proc.get("leaks", []) if l["bytes"] in (1000, 4000, 5000))
     T.check_eq(kinds, [(1000, "definite"), (4000, "reachable"), (5000, "definite")],
                what + ": the leaks, classified: %r" % proc.get("leaks"))
+    # New mount and pid namespaces whose proc is mounted: the parent, outside, has no /proc/self.
+    what = "tp_setuid unshare"
+    r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "unshare"], what=what)
+    if r.out != "unshare refused\n":
+        T.check_eq(r.out, "unshared\n", what + ": output")
+        parent = [p for p in rep["processes"] if p.get("ppid") == r.pid]
+        T.check(len(parent) == 1, what + ": the parent's profile:\n" + T.summary(rep["processes"]))
+        T.check_exited(parent[0], 0)
+        kinds = sorted((l["bytes"], l["kind"]) for l in parent[0].get("leaks", [])
+                       if l["bytes"] in (1000, 4000, 5000))
+        T.check_eq(kinds, [(1000, "definite"), (4000, "reachable"), (5000, "definite")],
+                   what + ": the leaks, classified: %r" % parent[0].get("leaks"))
 
 
 def case_backend_enomem(ctx):

@@ -16,12 +16,22 @@
 //               chroot into DIR (empty: no /proc there either) and chdir /,
 //               with the 1000 bytes before and the 5000 after, as above.
 //
+//   unshare     a block of 4000 bytes kept in a global (reachable) and the 1000
+//               bytes; new mount and pid namespaces (the mounts made private
+//               first, as unshare(1) does), a child (pid 1 there) mounts a
+//               proc of the new pid namespace on /proc and exits; the parent,
+//               outside that namespace, finds no /proc/self then; the 5000
+//               bytes.  Prints "unshared", or "unshare refused" where the
+//               namespaces cannot be made.
 //   killed      setuid(0) (root stays root: the change is asked all the same),
 //               then SIGKILL: what is left under the profile's name is the
 //               snapshot the change made, not an empty file.
 //
 // Prints "uid 65534" when the ids changed, "chrooted" after a chroot.
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "tp_common.h"
@@ -74,6 +84,33 @@ main(int argc, char **argv)
 		TP_KEEP(NULL);
 		tp_out("chrooted\n");
 		return 0;
+	} else if (strcmp(mode, "unshare") == 0) {
+		reachable = malloc(4000);
+		kept = malloc(1000);
+		if (unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) {
+			tp_out("unshare refused\n");
+			return 0;
+		}
+		TP_CHECK(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "the mounts made private");
+		pid_t child = fork();
+		TP_CHECK(child >= 0, "fork");
+		if (child == 0) {
+			TP_CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0,
+				 "mount proc");
+			_exit(0);
+		}
+		int status;
+		TP_CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			 "the child");
+		TP_CHECK(access("/proc/self/maps", R_OK) != 0, "/proc/self still names this process");
+		TP_KEEP(kept);
+		kept = NULL;
+		void *more = malloc(5000);
+		TP_KEEP(more);
+		more = NULL;
+		TP_KEEP(NULL);
+		tp_out("unshared\n");
+		return 0;
 	} else if (strcmp(mode, "killed") == 0) {
 		kept = malloc(1000);
 		TP_KEEP(kept);
@@ -81,7 +118,7 @@ main(int argc, char **argv)
 		raise(SIGKILL);
 		return 1;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | killed\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | killed\n");
 		return 2;
 	}
 	TP_KEEP(kept);
