@@ -10,11 +10,16 @@
  * another mount, pid or user namespace: /proc/self of a process that stays
  * outside the pid namespace whose proc its mount namespace then shows (the
  * parent of `unshare --pid --fork --mount-proc`) names no process, and the
- * leak scan found no mappings there.
+ * leak scan found no mappings there.  And prctl(PR_SET_NO_NEW_PRIVS), which a
+ * seccomp filter of an unprivileged process needs first (libseccomp sets it
+ * by default), and prctl(PR_SET_SECCOMP): a sandbox that refuses to create
+ * files (man-db's children: ENOSYS) had cost every such process its profile.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -32,15 +37,16 @@ TFA_EXPORT int setresgid(gid_t rgid, gid_t egid, gid_t sgid);
 TFA_EXPORT int chroot(const char *path);
 TFA_EXPORT int unshare(int flags);
 TFA_EXPORT int setns(int fd, int nstype);
+TFA_EXPORT int prctl(int option, ...);
 
 /*
  * glibc's functions, found at load: a vfork child may call setuid before
  * exec, and dlsym there (it allocates, and takes the loader's lock) could
  * meet a lock another thread of the parent holds.
  */
-enum { SETUID, SETGID, SETEUID, SETEGID, SETREUID, SETREGID, SETRESUID, SETRESGID, CHROOT, UNSHARE, SETNS, NFUNCS };
-static const char *const names[NFUNCS] = { "setuid",   "setgid",    "seteuid", "setegid", "setreuid", "setregid",
-					   "setresuid", "setresgid", "chroot",  "unshare", "setns" };
+enum { SETUID, SETGID, SETEUID, SETEGID, SETREUID, SETREGID, SETRESUID, SETRESGID, CHROOT, UNSHARE, SETNS, PRCTL, NFUNCS };
+static const char *const names[NFUNCS] = { "setuid",    "setgid",    "seteuid", "setegid", "setreuid", "setregid",
+					   "setresuid", "setresgid", "chroot",  "unshare", "setns",    "prctl" };
 static void *real[NFUNCS];
 
 __attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
@@ -77,3 +83,24 @@ CRED_HOOK(setresgid, SETRESGID, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egi
 CRED_HOOK(chroot, CHROOT, (const char *path), (path))
 CRED_HOOK_IF(unshare, UNSHARE, (int flags), (flags), (flags & (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER)) != 0)
 CRED_HOOK(setns, SETNS, (int fd, int nstype), (fd, nstype))
+/* Variadic, as glibc's, which reads four more arguments whatever the option. */
+int
+prctl(int option, ...)
+{
+	int (*fn)(int, ...);
+	void *sym = real[PRCTL];
+	va_list ap;
+
+	if (sym == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	__builtin_memcpy(&fn, &sym, sizeof(fn));
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_NO_NEW_PRIVS || option == PR_SET_SECCOMP)
+		tfa_shim_before_credentials();
+	return fn(option, a2, a3, a4, a5);
+}

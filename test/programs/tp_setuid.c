@@ -23,13 +23,23 @@
 //               outside that namespace, finds no /proc/self then; the 5000
 //               bytes.  Prints "unshared", or "unshare refused" where the
 //               namespaces cannot be made.
+//   sandbox     a block of 4000 bytes kept in a global (reachable) and the 1000
+//               bytes; then a seccomp filter (after PR_SET_NO_NEW_PRIVS, as
+//               libseccomp sets it) that refuses open, openat and creat with
+//               ENOSYS, as man-db's sandbox refuses to create files; the 5000
+//               bytes.  Prints "sandboxed".  Needs no root.
 //   killed      setuid(0) (root stays root: the change is asked all the same),
 //               then SIGKILL: what is left under the profile's name is the
 //               snapshot the change made, not an empty file.
 //
 // Prints "uid 65534" when the ids changed, "chrooted" after a chroot.
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,6 +121,29 @@ main(int argc, char **argv)
 		TP_KEEP(NULL);
 		tp_out("unshared\n");
 		return 0;
+	} else if (strcmp(mode, "sandbox") == 0) {
+		reachable = malloc(4000);
+		kept = malloc(1000);
+		struct sock_filter filter[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 3, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 2, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_creat, 1, 0),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		};
+		struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
+		TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+		TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+		TP_CHECK(open("/dev/null", O_RDONLY) < 0 && errno == ENOSYS, "the filter refuses open");
+		TP_KEEP(kept);
+		kept = NULL;
+		void *more = malloc(5000);
+		TP_KEEP(more);
+		more = NULL;
+		TP_KEEP(NULL);
+		tp_out("sandboxed\n");
+		return 0;
 	} else if (strcmp(mode, "killed") == 0) {
 		kept = malloc(1000);
 		TP_KEEP(kept);
@@ -118,7 +151,7 @@ main(int argc, char **argv)
 		raise(SIGKILL);
 		return 1;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | killed\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | sandbox | killed\n");
 		return 2;
 	}
 	TP_KEEP(kept);
