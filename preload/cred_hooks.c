@@ -53,14 +53,30 @@ __attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
 cred_hooks_resolve(void)
 {
 	for (int i = 0; i < NFUNCS; i++)
-		real[i] = dlsym(RTLD_NEXT, names[i]);
+		__atomic_store_n(&real[i], dlsym(RTLD_NEXT, names[i]), __ATOMIC_RELAXED);
+}
+
+/*
+ * glibc's function.  A library that comes after the shim in the load order
+ * and needs nothing of it runs its constructors first: one that calls prctl
+ * there (PR_SET_NAME, PR_SET_PDEATHSIG) finds nothing resolved yet.
+ */
+static void *
+real_fn(int i)
+{
+	void *sym = __atomic_load_n(&real[i], __ATOMIC_RELAXED);
+	if (sym == NULL) {
+		sym = dlsym(RTLD_NEXT, names[i]);
+		__atomic_store_n(&real[i], sym, __ATOMIC_RELAXED);
+	}
+	return sym;
 }
 
 #define CRED_HOOK_IF(name, index, params, args, when)         \
 	int name params                                      \
 	{                                                    \
 		int(*fn) params;                             \
-		void *sym = real[index];                     \
+		void *sym = real_fn(index);                  \
 		if (sym == NULL) {                           \
 			errno = ENOSYS;                      \
 			return -1;                           \
@@ -88,7 +104,7 @@ int
 prctl(int option, ...)
 {
 	int (*fn)(int, ...);
-	void *sym = real[PRCTL];
+	void *sym = real_fn(PRCTL);
 	va_list ap;
 
 	if (sym == NULL) {

@@ -52,6 +52,9 @@ TFA_EXPORT void
 quick_exit(int status)
 {
 	tfa_shim_before_quick_exit(status);
+	/* Called from the constructor of a library that runs before the shim's: found now. */
+	if (real_quick_exit == NULL)
+		exit_hooks_resolve();
 	if (real_quick_exit != NULL)
 		real_quick_exit(status);
 	exit_now(status);

@@ -36,7 +36,12 @@ mallinfo2(void)
 {
 	struct mallinfo2 mi = { 0 };
 
-	if (!tfa_shim_mallinfo(&mi) && real_mallinfo2 != NULL)
+	if (tfa_shim_mallinfo(&mi))
+		return mi;
+	/* Before the shim's constructor (a library's that runs first): found now. */
+	if (real_mallinfo2 == NULL)
+		mallinfo_hooks_resolve();
+	if (real_mallinfo2 != NULL)
 		mi = real_mallinfo2();
 	return mi;
 }
@@ -66,6 +71,8 @@ malloc_trim(size_t pad)
 {
 	int r = tfa_shim_malloc_trim();
 
+	if (r < 0 && real_malloc_trim == NULL)
+		mallinfo_hooks_resolve();
 	if (r < 0)
 		r = real_malloc_trim != NULL ? real_malloc_trim(pad) : 0;
 	return r;

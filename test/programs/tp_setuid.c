@@ -32,6 +32,10 @@
 //               then SIGKILL: what is left under the profile's name is the
 //               snapshot the change made, not an empty file.
 //
+//   early       prints "early prctl N": what prctl returned (0, or errno) in the
+//               constructor of tp_early, a library the loader starts before
+//               the shim (it had been ENOSYS: nothing resolved yet).
+//
 // Prints "uid 65534" when the ids changed, "chrooted" after a chroot.
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -47,6 +51,8 @@
 #include "tp_common.h"
 
 #define NOBODY 65534
+
+int tp_early_prctl(void); /* tp_early.c */
 
 static void *volatile reachable; /* stays: a root the scan must find */
 
@@ -144,6 +150,9 @@ main(int argc, char **argv)
 		TP_KEEP(NULL);
 		tp_out("sandboxed\n");
 		return 0;
+	} else if (strcmp(mode, "early") == 0) {
+		tp_out("early prctl %d\n", tp_early_prctl());
+		return 0;
 	} else if (strcmp(mode, "killed") == 0) {
 		kept = malloc(1000);
 		TP_KEEP(kept);
@@ -151,7 +160,7 @@ main(int argc, char **argv)
 		raise(SIGKILL);
 		return 1;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | sandbox | killed\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | sandbox | early | killed\n");
 		return 2;
 	}
 	TP_KEEP(kept);
