@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Leak classes by reachability (see core/leak_scan.h).  Never allocates through malloc. */
 #include "core/leak_scan.h"
-#include "core/thread.h"
 
 #include "core/log.h"
+#include "core/thread.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -1108,11 +1108,11 @@ add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const st
 
 /*
  * In a forked child, the parent's other threads are gone but their stacks
- * are still mapped, holding what they held at the fork: a block only they
- * pointed to had been "definitely lost" in every such child (GLib's GDBus
- * worker thread, in 11 children of its tests), which had not lost it.  Each
- * stack is read whole (where its thread stood is not known), as the
- * anonymous mappings are.
+ * are still mapped, holding what they held at the fork: a block only a
+ * variable of theirs pointed to had been "definitely lost" in every such
+ * child, which had not lost it.  Each stack is read whole (where its thread
+ * stood is not known), as the anonymous mappings are.  What those threads
+ * kept in thread-specific data is gone: glibc clears it in the child.
  */
 static void
 add_left_by_fork(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct phdr_walk *w)

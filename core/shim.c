@@ -12,10 +12,10 @@
 #include "core/shim.h"
 
 #include <dlfcn.h>
-#include <malloc.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1749,8 +1749,9 @@ tfa_shim_usable_size(const void *ptr)
 		 && untracked_block((uintptr_t)ptr)) {
 		n = tfa_je_sallocx(ptr, 0);
 		n = block_start_fits((uintptr_t)ptr, n) ? n : 0;
-	} else
+	} else {
 		n = tfa_glibc_foreign_size(ptr);
+	}
 	shim_exit();
 	return n;
 }

@@ -11,10 +11,12 @@
  * and sigaction are libc's and libstdc++'s, not the shim's.  Their blocks went
  * unseen, a block they freed that the program made aborted in glibc's free,
  * and one the program freed that they made was a foreign free.  After the
- * real dlopen, every reference of a new object to a name the shim exports is
+ * real dlopen, every reference of a new object to a name the shim exports
+ * that the deep lookup found in libc, the C++ runtime or CUDA's libraries is
  * bound to what the global scope gives (the shim's, or the program's own):
  * what the same object would have had without RTLD_DEEPBIND.  Every other
- * symbol keeps its deep binding.  Their constructors have run by then, on
+ * symbol keeps its deep binding, and so does a library's own allocator
+ * (shim_stands_in_for).  Their constructors have run by then, on
  * libc's functions: what they made is glibc's, and goes back to glibc when
  * freed through the shim (tfa_glibc_foreign_free, registry/backends.h).
  */

@@ -58,8 +58,8 @@ extern const tfa_cuda_backend_t *tfa_cuda_backend;
  * For mallinfo and malloc_trim when jemalloc is the backend (`a` is it):
  * the bytes of its blocks in use and of the pages they occupy (false if `a`
  * is not jemalloc or it keeps no statistics); its unused pages given back
- * to the system (1 if its resident bytes fell, 0 if not, -1 if `a` is not
- * jemalloc).
+ * to the system (1 if its resident bytes fell, 0 if not or unknown, -1 if
+ * `a` is not jemalloc).
  */
 bool tfa_jemalloc_figures(const tfa_allocator_t *a, size_t *allocated, size_t *active);
 int tfa_jemalloc_trim(const tfa_allocator_t *a);

@@ -239,18 +239,17 @@ tfa_jemalloc_figures(const tfa_allocator_t *a, size_t *allocated, size_t *active
 int
 tfa_jemalloc_trim(const tfa_allocator_t *a)
 {
-	size_t allocated, active, before, after;
+	size_t allocated, active, before = 0, after = 0;
 	int saved_errno = errno;
-	int r = -1;
+	int r;
 
 	if (a != &jemalloc_allocator || je.mallctl == NULL)
 		return -1;
 	tfa_guard_enter();
-	if (je_figures(&allocated, &active, &before)) {
-		/* MALLCTL_ARENAS_ALL: every arena's unused dirty and muzzy pages, now. */
-		(void)je.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
-		r = je_figures(&allocated, &active, &after) && after < before;
-	}
+	bool known = je_figures(&allocated, &active, &before);
+	/* MALLCTL_ARENAS_ALL: every arena's unused dirty and muzzy pages, now. */
+	(void)je.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+	r = known && je_figures(&allocated, &active, &after) && after < before;
 	tfa_guard_exit();
 	errno = saved_errno;
 	return r;
