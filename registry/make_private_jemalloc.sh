@@ -15,6 +15,13 @@ mkdir -p "$work"
 cd "$work"
 ar x "$archive"
 rm -f jemalloc_cpp.pic.o
+# No constructor: jemalloc's initialised it in every process, before the
+# shim's start chose an allocator, so under a tight RLIMIT_AS its start-up ran
+# even where the shim then chose glibc, and crashed when an mmap failed there
+# (it writes to the page it could not map).  The shim's registry starts it
+# when it chooses it (registry/jemalloc_allocator.c), and with glibc chosen
+# it never starts.
+objcopy --remove-section=.init_array --remove-section=.rela.init_array jemalloc.pic.o
 
 # The names jemalloc exports (default visibility), and its configuration symbols.
 for o in *.o; do

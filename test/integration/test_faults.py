@@ -21,7 +21,10 @@ Cases:
                 mmap, status -11 at 14 to 19 MiB); either the same output as
                 without tfalloc or the program's own out-of-memory check
                 (status 90) or the loader's refusal (127); the line saying
-                jemalloc could not start is the only other line
+                jemalloc could not start is the only other line; and with
+                glibc chosen, the private jemalloc never starts (4 MiB or
+                more of address space less: its constructor had started it
+                in every process, and crashed under 13 MiB)
   exit_memory   tp_nomem leaks keeps 5000 blocks of 48 bytes, then sets
                 RLIMIT_AS to the address space in use and returns: no mapping
                 can be had at exit, and the profile still lists the 5000
@@ -130,6 +133,7 @@ Cases:
                 nothing is written there, the process unaffected
 """
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -219,6 +223,17 @@ def case_start_memory(ctx):
                     "%s: unexpected line: %s" % (what, line))
         fell_back += "jemalloc cannot start" in r.err
     T.check(fell_back > 0, "no limit made jemalloc's start-up fall back to glibc")
+    # With glibc chosen the private jemalloc never starts (its constructor had started it in
+    # every process: some 8 MiB of address space, and a crash under 13 MiB of RLIMIT_AS).
+    vm = {}
+    for alloc in ("jemalloc", "glibc"):
+        r = run_preloaded(ctx, [], ["cat", "/proc/self/status"], env={"TFALLOC_ALLOCATOR": alloc})
+        m = re.search(r"VmSize:\s+(\d+) kB", r.out)
+        T.check(r.returncode == 0 and m is not None, "cat /proc/self/status\n" + r.describe())
+        vm[alloc] = int(m.group(1))
+    T.check(vm["glibc"] + 4096 <= vm["jemalloc"],
+            "address space with glibc chosen %d kB, with jemalloc %d kB: jemalloc started all the same"
+            % (vm["glibc"], vm["jemalloc"]))
 
 
 def case_exit_memory(ctx):
