@@ -58,9 +58,30 @@ def errors(ctx, via):
     T.check_ledger(proc, base, T.parse_ledger(r))
 
 
+def own_new(ctx):
+    """tp_own_new replaces the scalar operator new (over malloc) and keeps
+    the default delete: its blocks, freed by delete, are no mismatch (there
+    had been 108); new[] freed by delete and malloc freed by delete[] still
+    are, each once."""
+    path = ctx.prog("tp_own_new")
+    plain = ctx.run_plain([path])
+    T.check_eq(plain.returncode, 0, "tp_own_new without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report([path], what="tp_own_new", expect_status=0)
+    T.check("own new: 100 strings" in r.out, "tp_own_new did not finish\n" + r.describe())
+    proc = T.only_process(rep, "tp_own_new")
+    T.check_exited(proc, 0)
+    T.check_consistent(proc, allow_errors=True, allocator=ctx.allocator)
+    made = sorted(int(a, 16) for kind, a in T.parse_lines(r, "ERROR"))
+    got = sorted(int(str(e["address"]), 16) for e in proc.get("errors") or [])
+    T.check_eq(got, made, "the mismatched frees reported (%r)" % proc.get("errors"))
+    T.check_eq(T.error_totals(proc), {"double_free": 0, "invalid_free": 0, "mismatched_free": 2, "not_recorded": 0},
+               "error_totals")
+
+
 CASES = {
     "errors": lambda ctx: errors(ctx, "tool"),
     "errors_preload": lambda ctx: errors(ctx, "preload"),
+    "own_new": own_new,
 }
 
 if __name__ == "__main__":
