@@ -2210,9 +2210,13 @@ static void
 find_cxx_replaced(void)
 {
 	static const char *const scalar[] = { "_Znwm", "_ZnwmRKSt9nothrow_t", "_ZdlPv", "_ZdlPvm",
-					      "_ZdlPvRKSt9nothrow_t" };
+					      "_ZdlPvRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+					      "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZdlPvSt11align_val_t",
+					      "_ZdlPvmSt11align_val_t" };
 	static const char *const array[] = { "_Znam", "_ZnamRKSt9nothrow_t", "_ZdaPv", "_ZdaPvm",
-					     "_ZdaPvRKSt9nothrow_t" };
+					     "_ZdaPvRKSt9nothrow_t", "_ZnamSt11align_val_t",
+					     "_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_t",
+					     "_ZdaPvmSt11align_val_t" };
 	uint8_t found = 0;
 
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(scalar); i++)

@@ -58,12 +58,14 @@ def errors(ctx, via):
     T.check_ledger(proc, base, T.parse_ledger(r))
 
 
-def own_new(ctx):
+def own_new(ctx, prog="tp_own_new"):
     """tp_own_new replaces the scalar operator new (over malloc) and keeps
     the default delete: its blocks, freed by delete, are no mismatch (there
     had been 108); new[] freed by delete and malloc freed by delete[] still
-    are, each once."""
-    path = ctx.prog("tp_own_new")
+    are, each once.  tp_own_new_aligned replaces only the aligned operator
+    new: its over-aligned objects, freed by the default aligned delete, are
+    no mismatch either (there had been 10)."""
+    path = ctx.prog(prog)
     plain = ctx.run_plain([path])
     T.check_eq(plain.returncode, 0, "tp_own_new without tfalloc\n" + plain.describe())
     r, rep = ctx.run_and_report([path], what="tp_own_new", expect_status=0)
@@ -82,6 +84,7 @@ CASES = {
     "errors": lambda ctx: errors(ctx, "tool"),
     "errors_preload": lambda ctx: errors(ctx, "preload"),
     "own_new": own_new,
+    "own_new_aligned": lambda ctx: own_new(ctx, "tp_own_new_aligned"),
 }
 
 if __name__ == "__main__":
