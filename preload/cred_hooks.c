@@ -59,7 +59,8 @@ cred_hooks_resolve(void)
 /*
  * glibc's function.  A library that comes after the shim in the load order
  * and needs nothing of it runs its constructors first: one that calls prctl
- * there (PR_SET_NAME, PR_SET_PDEATHSIG) finds nothing resolved yet.
+ * there (PR_SET_NAME, PR_SET_PDEATHSIG) finds nothing resolved yet, and it
+ * is looked up then (no vfork child exists before the constructors end).
  */
 static void *
 real_fn(int i)
