@@ -240,10 +240,12 @@ record_error(uint32_t kind, uintptr_t address, uint8_t made_by, uint8_t freed_by
 }
 
 /*
- * Whether an address the table freed lately may be a block glibc's malloc
- * made since, out of the shim's sight: glibc's heap then serves only blocks
- * made before the shim's start (TFALLOC_ALLOCATOR other than glibc), or a
- * library loaded with RTLD_DEEPBIND may have made some.
+ * Whether a pointer without a record may be a block glibc's malloc made out
+ * of the shim's sight: where glibc's heap serves only blocks made before the
+ * shim's start and by __libc_malloc (TFALLOC_ALLOCATOR other than glibc), or
+ * once a library was loaded with RTLD_DEEPBIND.  With glibc as the backend
+ * and no such library, such a pointer is the shim's own block freed long
+ * ago (a double free), which is not given to glibc.
  */
 static bool glibc_backend;
 static bool deepbind_seen;
@@ -251,11 +253,13 @@ static bool deepbind_seen;
 void
 tfa_shim_note_deepbind(void)
 {
+	if (glibc_backend)
+		tfa_glibc_no_fast_bins();
 	__atomic_store_n(&deepbind_seen, true, __ATOMIC_RELAXED);
 }
 
 static bool
-glibc_foreign_after_free(void)
+glibc_foreign_possible(void)
 {
 	return !glibc_backend || __atomic_load_n(&deepbind_seen, __ATOMIC_RELAXED);
 }
@@ -264,7 +268,7 @@ glibc_foreign_after_free(void)
 static bool
 glibc_foreign_free(void *ptr)
 {
-	if (!tfa_glibc_foreign_free(ptr))
+	if (!glibc_foreign_possible() || !tfa_glibc_foreign_free(ptr))
 		return false;
 	TFA_LOG_ONCE("free of %p: a block glibc's malloc made out of tfalloc's sight (a constructor of a "
 		     "library loaded with RTLD_DEEPBIND, or __libc_malloc), given back to glibc; such blocks "
@@ -300,7 +304,7 @@ report_free_result(int r, void *ptr, uint8_t freed_by, const tfa_alloc_info_t *i
 {
 	switch (r) {
 	case TFA_FREE_DOUBLE:
-		if (!glibc_foreign_after_free() || !glibc_foreign_free(ptr))
+		if (!glibc_foreign_free(ptr))
 			record_error(TFA_ERR_DOUBLE_FREE, (uintptr_t)ptr, 0, freed_by, 0);
 		break;
 	case TFA_FREE_INVALID:
@@ -1741,7 +1745,7 @@ shim_realloc_general(void *ptr, size_t nbytes)
 	shim_enter();
 	uint32_t stack_id = nbytes != 0 ? stack_for(nbytes) : 0;
 	void *q = tfa_tracking_reallocate(&cpu_tracker, ptr, nbytes, stack_id, &r, &old);
-	size_t foreign = r == TFA_FREE_INVALID || (r == TFA_FREE_DOUBLE && glibc_foreign_after_free())
+	size_t foreign = (r == TFA_FREE_INVALID || r == TFA_FREE_DOUBLE) && glibc_foreign_possible()
 				 ? tfa_glibc_foreign_size(ptr)
 				 : 0;
 	if (tfa_unlikely(r != TFA_FREE_OK && r != TFA_FREE_NOMEM && foreign == 0))
@@ -1772,7 +1776,7 @@ tfa_shim_usable_size(const void *ptr)
 		 && untracked_block((uintptr_t)ptr)) {
 		n = tfa_je_sallocx(ptr, 0);
 		n = block_start_fits((uintptr_t)ptr, n) ? n : 0;
-	} else {
+	} else if (glibc_foreign_possible()) {
 		n = tfa_glibc_foreign_size(ptr);
 	}
 	shim_exit();
@@ -1961,6 +1965,8 @@ choose_allocator(void)
 	if (chosen == NULL)
 		chosen = &tfa_glibc_allocator;
 	glibc_backend = chosen == &tfa_glibc_allocator;
+	if (!glibc_backend)
+		tfa_glibc_no_fast_bins();
 	tfa_tracking_allocator_set_backend(&cpu_tracker, chosen);
 }
 

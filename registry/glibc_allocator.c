@@ -40,13 +40,15 @@ tfa_glibc_allocator_resolve(void)
 		sym = dlsym(RTLD_NEXT, "malloc_usable_size");
 	tfa_guard_exit();
 	memcpy(&real_usable_size, &sym, sizeof(sym));
-	/*
-	 * No fast bins: a chunk in one looks in use, so a second free of a block
-	 * there would pass for one glibc made out of the shim's sight
-	 * (tfa_glibc_foreign_free) and abort in glibc.  Its thread cache serves
-	 * the same small sizes first.
-	 */
-	(void)mallopt(M_MXFAST, 0);
+}
+
+void
+tfa_glibc_no_fast_bins(void)
+{
+	static int done;
+
+	if (!__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+		(void)mallopt(M_MXFAST, 0);
 }
 
 size_t
