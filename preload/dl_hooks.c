@@ -189,8 +189,11 @@ exports_load(void)
 		else if (d->d_tag == DT_GNU_HASH)
 			gh = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr);
 	}
-	if (symtab == NULL || strtab == NULL || gh == NULL)
+	if (symtab == NULL || strtab == NULL || gh == NULL) {
+		TFA_LOG_ONCE("dlopen(RTLD_DEEPBIND): libtfalloc.so's own exports cannot be read (no GNU hash "
+			     "table); deep-bound libraries keep libc's malloc, and their blocks go unseen");
 		return;
+	}
 	ex.own_base = base;
 	void *(*real_dlsym)(void *, const char *) = tfa_cuda_real_dlsym();
 	uint32_t n = gnu_hash_symbols(gh);
