@@ -2190,26 +2190,28 @@ set_outdir(void)
 }
 
 /*
- * A malloc that the program's executable (or a library loaded before
- * tfalloc) defines comes first in the lookup: none of its calls reach
- * tfalloc, and the summary said "0 allocations" of a program that
- * allocates (a program linked with a static tcmalloc or mimalloc that
- * replaces malloc).  Said once, at the start.
+ * Whether the global scope's definition of name is a definition outside
+ * libtfalloc.so (the program's); *where, when not NULL, names its object.
+ * An executable that takes the function's address (python3 takes malloc's)
+ * holds a PLT entry as the address everyone sees, undefined in its symbol
+ * table: that entry jumps to tfalloc's function, and is no definition.
  */
-/* Whether the global scope's definition of name is a definition outside libtfalloc.so (the program's). */
 static bool
-defined_elsewhere(const char *name)
+defined_elsewhere(const char *name, const char **where)
 {
 	Dl_info theirs, ours;
-	void *entry = NULL;
+	void *entry = NULL; /* dladdr1 writes a const ElfW(Sym) * there */
 	void *f = dlsym(RTLD_DEFAULT, name);
 
 	if (f == NULL || dladdr1(f, &theirs, &entry, RTLD_DL_SYMENT) == 0
 	    || dladdr((void *)defined_elsewhere, &ours) == 0 || theirs.dli_fbase == ours.dli_fbase)
 		return false;
-	/* An executable that takes the function's address holds it as an undefined PLT entry. */
 	const ElfW(Sym) *sym = entry;
-	return sym != NULL && sym->st_shndx != SHN_UNDEF;
+	if (sym == NULL || sym->st_shndx == SHN_UNDEF)
+		return false;
+	if (where != NULL)
+		*where = theirs.dli_fname;
+	return true;
 }
 
 static void
@@ -2226,34 +2228,29 @@ find_cxx_replaced(void)
 	uint8_t found = 0;
 
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(scalar); i++)
-		if (defined_elsewhere(scalar[i]))
+		if (defined_elsewhere(scalar[i], NULL))
 			found |= 1;
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(array); i++)
-		if (defined_elsewhere(array[i]))
+		if (defined_elsewhere(array[i], NULL))
 			found |= 2;
 	cxx_replaced = found;
 }
 
+/*
+ * A malloc that the program's executable (or a library loaded before
+ * tfalloc) defines comes first in the lookup: none of its calls reach
+ * tfalloc, and the summary said "0 allocations" of a program that
+ * allocates (a program linked with a static tcmalloc or mimalloc that
+ * replaces malloc).  Said once, at the start.
+ */
 static void
 say_foreign_malloc(void)
 {
-	Dl_info theirs, ours;
-	void *entry = NULL; /* dladdr1 writes a const ElfW(Sym) * there */
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	const char *where = NULL;
 
-	if (m == NULL || dladdr1(m, &theirs, &entry, RTLD_DL_SYMENT) == 0
-	    || dladdr((void *)say_foreign_malloc, &ours) == 0 || theirs.dli_fbase == ours.dli_fbase)
-		return;
-	/*
-	 * An executable that takes malloc's address (python3) holds a PLT
-	 * entry as the address everyone sees, undefined in its symbol table:
-	 * that entry jumps to tfalloc's malloc.
-	 */
-	const ElfW(Sym) *sym = entry;
-	if (sym == NULL || sym->st_shndx == SHN_UNDEF)
-		return;
-	tfa_log("malloc of %s comes before tfalloc's: the blocks it makes are not seen",
-		theirs.dli_fname != NULL && theirs.dli_fname[0] != '\0' ? theirs.dli_fname : proc.comm);
+	if (defined_elsewhere("malloc", &where))
+		tfa_log("malloc of %s comes before tfalloc's: the blocks it makes are not seen",
+			where != NULL && where[0] != '\0' ? where : proc.comm);
 }
 
 void
