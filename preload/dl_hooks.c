@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@
 #include "core/arena.h"
 #include "core/common.h"
 #include "core/log.h"
+#include "core/modules.h"
 #include "core/shim.h"
 #include "core/thread.h"
 #include "core/unwind.h"
@@ -442,10 +444,8 @@ expand_origin(const char *file, struct link_map *caller, char *buf, size_t size)
 	const char *obj = caller != NULL ? caller->l_name : NULL;
 
 	if (obj == NULL || obj[0] == '\0') {
-		ssize_t n = readlink("/proc/self/exe", origin, sizeof(origin) - 1);
-		if (n <= 0)
+		if (tfa_modules_exe_path(origin, sizeof(origin)) == 0)
 			return file;
-		origin[n] = '\0';
 	} else if (strlen(obj) < sizeof(origin)) {
 		memcpy(origin, obj, strlen(obj) + 1);
 	} else {
@@ -475,34 +475,67 @@ expand_origin(const char *file, struct link_map *caller, char *buf, size_t size)
 	return buf;
 }
 
-/* A bare name, in the directories the caller's own dlopen would search first (its RPATH, RUNPATH). */
-static const char *
-search_for_caller(const char *file, struct link_map *caller, char *buf, size_t size)
+/* Whether an ELF file is of this process's class and machine: glibc's search passes over others. */
+static bool
+elf_for_this_process(const char *path)
+{
+	ElfW(Ehdr) h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ours = true; /* what is no ELF at all, glibc's dlopen refuses: its answer */
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &h, sizeof(h)) == (ssize_t)sizeof(h) && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0) {
+#if defined(__x86_64__)
+		ours = h.e_ident[EI_CLASS] == ELFCLASS64 && h.e_machine == EM_X86_64;
+#elif defined(__aarch64__)
+		ours = h.e_ident[EI_CLASS] == ELFCLASS64 && h.e_machine == EM_AARCH64;
+#endif
+	}
+	close(fd);
+	return ours;
+}
+
+/*
+ * A bare name, opened from the directories the caller's own dlopen would
+ * search (its RPATH, LD_LIBRARY_PATH, its RUNPATH, the system's), in their
+ * order: a file of another ELF class or machine is passed over, as glibc's
+ * search does; the first other file found is opened, and its answer is the
+ * search's.  NULL, and *found false: none found.
+ */
+static void *
+open_for_caller(const char *file, struct link_map *caller, void *(*real)(const char *, int), int mode,
+		bool *found)
 {
 	union {
 		Dl_serinfo si;
 		char bytes[8192];
 	} u;
 	Dl_serinfo probe;
+	char path[PATH_MAX];
 
+	*found = false;
 	if (caller == NULL || dlinfo(caller, RTLD_DI_SERINFOSIZE, &probe) != 0 || probe.dls_size > sizeof(u))
-		return file;
+		return NULL;
 	u.si.dls_size = probe.dls_size;
 	u.si.dls_cnt = probe.dls_cnt;
 	if (dlinfo(caller, RTLD_DI_SERINFO, &u.si) != 0)
-		return file;
+		return NULL;
+	size_t fl = strlen(file);
 	for (unsigned i = 0; i < u.si.dls_cnt; i++) {
 		const char *dir = u.si.dls_serpath[i].dls_name;
-		size_t dl = strlen(dir), fl = strlen(file);
-		if (dl == 0 || dl + 1 + fl + 1 > size)
+		size_t dl = strlen(dir);
+		if (dl == 0 || dl + 1 + fl + 1 > sizeof(path))
 			continue;
-		memcpy(buf, dir, dl);
-		buf[dl] = '/';
-		memcpy(buf + dl + 1, file, fl + 1);
-		if (access(buf, F_OK) == 0)
-			return buf;
+		memcpy(path, dir, dl);
+		path[dl] = '/';
+		memcpy(path + dl + 1, file, fl + 1);
+		if (access(path, F_OK) != 0 || !elf_for_this_process(path))
+			continue;
+		*found = true;
+		return real(path, mode);
 	}
-	return file;
+	return NULL;
 }
 
 __attribute__((used)) void *tfa_dlopen_deepbind(const char *file, int mode, void *caller);
@@ -516,26 +549,30 @@ tfa_dlopen_deepbind(const char *file, int mode, void *caller)
 
 	pthread_once(&ex.once, exports_load);
 	tfa_shim_note_deepbind();
+	struct link_map *cm = NULL;
+	bool bare = false;
 	if (file != NULL) {
 		Dl_info info;
-		struct link_map *cm = NULL;
 		if (dladdr1(caller, &info, (void **)&cm, RTLD_DL_LINKMAP) == 0)
 			cm = NULL;
-		if (strchr(file, '$') != NULL)
+		if (strchr(file, '$') != NULL) {
 			name = expand_origin(file, cm, path, sizeof(path));
-		else if (strchr(file, '/') == NULL) {
+		} else if (strchr(file, '/') == NULL) {
 			/* Loaded already under that name: glibc matches it before any search. */
 			void *h = real(file, mode | RTLD_NOLOAD);
 			if (h != NULL)
 				return h;
-			name = search_for_caller(file, cm, path, sizeof(path));
+			bare = true;
 		}
 	}
 
 	/* No lock across the real dlopen: the constructors it runs may dlopen too. */
 	loaded_t before = { .count = 0 };
 	(void)dl_iterate_phdr(loaded_visit, &before);
-	void *h = real(name, mode);
+	bool found = false;
+	void *h = bare ? open_for_caller(file, cm, real, mode, &found) : NULL;
+	if (!found)
+		h = real(name, mode);
 	if (h != NULL && ex.count > 0) {
 		int saved_errno = errno;
 		rebind_t rb = { .before = &before };

@@ -5,6 +5,7 @@
  * and need no dlsym, so they work from the first allocation of a process.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,14 +71,21 @@ static uintptr_t brk_start;
 /* What glibc's thread cache writes into a chunk it holds (glibc 2.34 on); 1: unknown. */
 static uint64_t tcache_key;
 
-/* Reads len bytes at addr, or says it cannot (unmapped meanwhile, or process_vm_readv refused). */
+/*
+ * Reads len bytes at addr, or says it cannot (unmapped meanwhile, or
+ * process_vm_readv refused).  errno is kept: malloc_usable_size and realloc
+ * come here.
+ */
 static bool
 read_words(uintptr_t addr, void *out, size_t len)
 {
 	struct iovec local = { .iov_base = out, .iov_len = len };
 	struct iovec remote = { .iov_base = (void *)addr, .iov_len = len };
+	int saved_errno = errno;
+	bool ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
 
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
+	errno = saved_errno;
+	return ok;
 }
 
 static void

@@ -35,8 +35,9 @@
               child the block is reachable (the thread is gone, its stack
               and the pointer are not), not lost
   deepbind_MODE  tp_deepbind loads a C++ library with RTLD_DEEPBIND (named by
-              its path, by its bare name through the program's RUNPATH, or as
-              $ORIGIN/...), which loads a lazily bound one the same way:
+              its path, by its bare name through the program's RUNPATH past a
+              32-bit copy of it in LD_LIBRARY_PATH, or as $ORIGIN/...), which
+              loads a lazily bound one the same way:
               blocks cross between program and libraries both ways (malloc,
               realloc, new[]), both see one malloc, and each library's leak
               is in the profile with its stack; the blocks the constructors
@@ -305,11 +306,22 @@ def case_own_malloc(ctx):
 
 def case_deepbind(ctx, mode):
     path = ctx.prog("tp_deepbind")
-    plain = ctx.run_plain([path, mode])
+    env = None
+    if mode == "bare":
+        # The library with another ELF class, in a directory searched before the program's RUNPATH:
+        # glibc's search passes over it, and so must tfalloc's for the caller.
+        decoy = ctx.mkdtemp("decoy")
+        with open(os.path.join(os.path.dirname(path), "libtp_deep_now.so"), "rb") as f:
+            image = bytearray(f.read())
+        image[4] = 1  # EI_CLASS: ELFCLASS32
+        with open(os.path.join(decoy, "libtp_deep_now.so"), "wb") as f:
+            f.write(image)
+        env = {"LD_LIBRARY_PATH": decoy}
+    plain = ctx.run_plain([path, mode], env=env)
     T.check_eq((plain.returncode, plain.out), (0, "DEEP %s ok\n" % mode), "tp_deepbind %s without tfalloc" % mode)
     # With "double", three double frees at the end, of blocks in and past glibc's thread cache,
     # and of one merged with the free blocks on both sides (plain glibc aborts).
-    r, rep = ctx.run_and_report([path, mode, "double"], what="tp_deepbind")
+    r, rep = ctx.run_and_report([path, mode, "double"], what="tp_deepbind", env=env)
     T.check_eq(r.out, plain.out, "tp_deepbind: stdout")
     # The blocks the libraries' constructors made are glibc's: freed and resized through tfalloc,
     # they go back to glibc, and one line says so; then the double free's.
