@@ -211,17 +211,24 @@ def case_memcheck(ctx):
     T.check_eq(ours, vg, "tfalloc's classes against valgrind's (each minus its baseline)")
 
 
-def case_thread(ctx):
-    r, proc = shim_run(ctx, ["thread"])
-    check_classified(proc, PROG + " thread")
-    base = ctx.baseline(PROG)
+def against_memcheck(ctx, mode, kinds, what, freeres=True):
+    """PROG mode under tfalloc and under memcheck, each minus its baseline:
+    (the profile, the classes the program declares, tfalloc's, memcheck's),
+    with the given kinds checked equal to the declared ones in both."""
+    r, proc = shim_run(ctx, [mode])
+    check_classified(proc, PROG + " " + mode)
     want = declared(r)
+    ours = minus(by_kind(proc), by_kind(ctx.baseline(PROG)))
+    vg = minus(memcheck(ctx, [mode], freeres=freeres), memcheck(ctx, ["baseline"], freeres=freeres))
+    for kind in kinds:
+        T.check_eq(ours.get(kind, [0, 0]), want[kind], "tfalloc: %s %s" % (kind, what))
+        T.check_eq(vg.get(kind, [0, 0]), want[kind], "valgrind: %s %s" % (kind, what))
+    return proc, want, ours, vg
+
+
+def case_thread(ctx):
+    _, want, ours, vg = against_memcheck(ctx, "thread", ("definite", "indirect", "reachable"), "with the thread")
     T.check_eq(want["reachable"], [900, 3], "the program's reachable blocks with the thread")
-    ours = minus(by_kind(proc), by_kind(base))
-    vg = minus(memcheck(ctx, ["thread"]), memcheck(ctx, ["baseline"]))
-    for kind in ("definite", "indirect", "reachable"):
-        T.check_eq(ours.get(kind, [0, 0]), want[kind], "tfalloc: %s with the thread" % kind)
-        T.check_eq(vg.get(kind, [0, 0]), want[kind], "valgrind: %s with the thread" % kind)
     # The thread's DTV, made by pthread_create, held by its control block
     # through &dtv[1]: possible under both; its size depends on the modules
     # with TLS (the shim brings some).
@@ -232,18 +239,11 @@ def case_thread(ctx):
 
 
 def case_main_exit(ctx):
-    r, proc = shim_run(ctx, ["main-exit"])
-    check_classified(proc, PROG + " main-exit")
-    base = ctx.baseline(PROG)
-    want = declared(r)
-    T.check_eq(want["reachable"], [300, 1], "the program's reachable blocks once main has freed its own")
-    ours = minus(by_kind(proc), by_kind(base))
     # Without glibc's freeres hooks, which free the loader's blocks (pthread_exit loads libgcc_s) under
     # memcheck only.
-    vg = minus(memcheck(ctx, ["main-exit"], freeres=False), memcheck(ctx, ["baseline"], freeres=False))
-    for kind in ("definite", "indirect"):
-        T.check_eq(ours.get(kind, [0, 0]), want[kind], "tfalloc: %s after main's pthread_exit" % kind)
-        T.check_eq(vg.get(kind, [0, 0]), want[kind], "valgrind: %s after main's pthread_exit" % kind)
+    proc, want, ours, vg = against_memcheck(ctx, "main-exit", ("definite", "indirect"),
+                                            "after main's pthread_exit", freeres=False)
+    T.check_eq(want["reachable"], [300, 1], "the program's reachable blocks once main has freed its own")
     # The rest is the program's 300 bytes and the runtime's: the ending thread's DTV (possible under
     # both, its size depends on the modules with TLS), libgcc_s's link map and the loader's other
     # blocks; the loader's 2,304-byte table is held through a pointer it aligned up, which is its
