@@ -95,6 +95,7 @@ foreign_learn(void)
 
 	if (__atomic_load_n(&brk_start, __ATOMIC_ACQUIRE) != 0)
 		return;
+	int saved_errno = errno; /* __libc_malloc's ENOMEM is not the program's */
 	/* start_brk is field 47 of /proc/self/stat, the 45th after the command's ")". */
 	uintptr_t start = 1;
 	long n = tfa_read_proc_self("stat", buf, sizeof(buf) - 1);
@@ -120,6 +121,7 @@ foreign_learn(void)
 	}
 	__atomic_store_n(&tcache_key, key != 0 ? key : 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&brk_start, start != 0 ? start : 1, __ATOMIC_RELEASE);
+	errno = saved_errno;
 }
 
 /* The chunk's size if ptr is a chunk of the main arena glibc's free would take; 0 otherwise. */
