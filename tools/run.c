@@ -52,6 +52,15 @@
 /* How long the leak gate waits for processes that outlive CMD (--orphans-wait). */
 #define RUN_ORPHANS_WAIT_MS 10000
 
+/*
+ * Without the gate: how long those are waited for before the closing line
+ * counts the profiles.  A command's helpers end just after it (python's
+ * multiprocessing forkserver and resource tracker, a pipeline's last stage),
+ * and their profiles had come after the line that counted the directory; a
+ * daemon it leaves running costs the run this much.
+ */
+#define RUN_ORPHANS_GRACE_MS 1000
+
 struct run_opts {
 	const char *output;
 	const char *allocator;
@@ -856,8 +865,17 @@ run_command(char **cmd, bool *ran)
 	while (n < 0 && errno == EINTR);
 	close(pipefd[0]);
 
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
+	/*
+	 * Orphans of the command come back to tfalloc (run_reap_orphans) while
+	 * it runs too: each is reaped when it ends, or a long run whose command
+	 * leaves processes behind would hold their zombies, which count against
+	 * the user's process limit, until the command ended.
+	 */
+	for (;;) {
+		pid_t p = waitpid(-1, &status, 0);
+		if (p == pid)
+			break;
+		if (p < 0 && errno != EINTR) {
 			err = errno;
 			run_child_pid = 0;
 			run_signals_restore(&sigs);
@@ -881,7 +899,8 @@ run_command(char **cmd, bool *ran)
  * outlive it too (a daemon forked twice, a pipeline's last stage left
  * behind): tfalloc is their subreaper (PR_SET_CHILD_SUBREAPER), so they come
  * back to it as orphans when their parents exit, and it waits for them,
- * wait_ms at most (--orphans-wait).  Before, the gate read the profiles
+ * wait_ms at most (--orphans-wait; without the gate RUN_ORPHANS_GRACE_MS,
+ * for the closing line's count).  Before, the gate read the profiles
  * there were when the command's own process exited, and passed a run whose
  * grandchild leaked a second later.  Returns whether some still run; pids
  * (cap bytes) gets their pids, as the kernel lists a process's children
@@ -964,15 +983,15 @@ tfa_cmd_run(int argc, char **argv)
 		goto out_free;
 	}
 	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */
-	if (o.gate.enabled)
-		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	/* Profiles of processes that started before this are an earlier run's (a reused --output). */
 	struct timespec began;
 	if (clock_gettime(CLOCK_REALTIME, &began) == 0)
 		o.gate.since_ns = (uint64_t)began.tv_sec * 1000000000u + (uint64_t)began.tv_nsec;
 	rc = run_command(o.cmd, &ran);
 	char orphans[512];
-	bool running = ran && o.gate.enabled && run_reap_orphans(o.orphans_wait_ms, orphans, sizeof(orphans));
+	bool running = ran && run_reap_orphans(o.gate.enabled ? o.orphans_wait_ms : RUN_ORPHANS_GRACE_MS, orphans,
+					       sizeof(orphans));
 	/*
 	 * From here the status is CMD's (or the gate's): tfalloc's own lines and
 	 * reports must not turn it into a death by a full quota (see main) or by
@@ -986,7 +1005,10 @@ tfa_cmd_run(int argc, char **argv)
 		run_print_shell_word(stderr, dir);
 		fputc('\n', stderr);
 	}
-	if (running)
+	if (running && !o.gate.enabled && closing_line)
+		fprintf(stderr, "tfalloc: processes the command started still run%s%s%s: each writes its profile "
+		        "there when it ends\n", orphans[0] != '\0' ? " (pid " : "", orphans, orphans[0] != '\0' ? ")" : "");
+	if (running && o.gate.enabled)
 		fprintf(stderr, "tfalloc: leak gate: processes the command started still run after %ld s%s%s%s: "
 		        "not judged\n", o.orphans_wait_ms / 1000, orphans[0] != '\0' ? " (pid " : "", orphans,
 		        orphans[0] != '\0' ? ")" : "");

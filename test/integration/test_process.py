@@ -46,10 +46,20 @@
               but the program's three last double frees (of blocks glibc's
               thread cache and fast bins, or a merge with its neighbours,
               would have made look in use)
+  orphans     tfalloc run without the gate, on tp_fork orphan 300 (a double
+              fork whose grandchild ends 300 ms after the command): the
+              closing line counts the grandchild's profile too, which is there
+              when tfalloc run returns; with one more process that sleeps
+              30 s, tfalloc run returns within seconds, saying by pid that it
+              still runs; tp_fork zombies 20 (20 orphans that end while the
+              command runs), with the gate and without: none is left a zombie
+              of tfalloc run's while the command runs
 """
 import json
 import os
+import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tfa_test as T  # noqa: E402
@@ -364,11 +374,45 @@ def case_fork_held(ctx):
             "reachable block, got %s" % json.dumps(held)[:400])
 
 
+def case_orphans(ctx):
+    path = ctx.prog("tp_fork")
+    out = ctx.mkdtemp("orphans")
+    r = ctx.run_tool([path, "orphan", "300"], outdir=out, quiet=False)
+    T.check_eq(r.returncode, 0, "tp_fork orphan 300\n" + r.describe())
+    profiles = [f for f in os.listdir(out) if f.endswith(".prof")]
+    T.check_eq(len(profiles), 3, "profiles when tfalloc run returned (the command, its child, the grandchild): %s"
+               % profiles)
+    T.check("tfalloc: 3 profile(s) in %s;" % out in r.err, "the closing line's count:\n" + r.err)
+    T.check("still run" not in r.err, "a line of processes still running:\n" + r.err)
+
+    out = ctx.mkdtemp("orphans_hold")
+    t0 = time.monotonic()
+    r = ctx.run_tool([path, "orphan", "300", "30"], outdir=out, quiet=False)
+    took = time.monotonic() - t0
+    T.check_eq(r.returncode, 0, "tp_fork orphan 300 30\n" + r.describe())
+    T.check(took < 10, "tfalloc run took %.1f s: it waited for the process that sleeps 30 s" % took)
+    T.check(re.search(r"tfalloc: processes the command started still run \(pid \d+\): each writes its profile "
+                      r"there when it ends\n", r.err), "the line of the process still running, by pid:\n" + r.err)
+    T.check("tfalloc: 3 profile(s) in %s;" % out in r.err, "the closing line's count:\n" + r.err)
+    pid = int(re.search(r"still run \(pid (\d+)\)", r.err).group(1))
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+
+    for args in ([], ["--leak-gate", "--leak-kinds", "all"]):
+        r = ctx.run_tool([path, "zombies", "20"], tool_args=args)
+        T.check_eq(r.returncode, 0, "tp_fork zombies 20 %s\n%s" % (args, r.describe()))
+        T.check_eq(T.parse_lines(r, "ZOMBIES")[0][0], "0",
+                   "orphans that ended while the command ran, left zombies of tfalloc run %s" % args)
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
     "fork_threads": case_fork_threads,
     "fork_held": case_fork_held,
+    "orphans": case_orphans,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,

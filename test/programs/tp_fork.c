@@ -32,6 +32,11 @@
  * seconds (every descriptor but stdin closed, as a daemon's) and exits
  * without leaking.
  *
+ * Mode "zombies N": a child forks N grandchildren and exits at once; each
+ * grandchild, an orphan by then, exits 0 after 20 ms.  The process waits
+ * for its child, sleeps 500 ms and prints "ZOMBIES k": how many children of
+ * its own parent (tfalloc run, their subreaper) are zombies, not reaped.
+ *
  * Mode "held": a thread mallocs 4321 bytes, keeps the pointer on its stack
  * only and blocks; the main thread forks a child that exits at once, then
  * lets the thread free the block and end.  In the child the thread is gone
@@ -222,6 +227,52 @@ orphan(int ms, int hold)
 	return 0;
 }
 
+/* A /proc file into buf, NUL-terminated; "" when it is empty or gone (a child reaped meanwhile). */
+static void
+read_proc(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static int
+zombies(int n)
+{
+	pid_t child = fork();
+	TP_CHECK(child >= 0, "fork");
+	if (child == 0) {
+		for (int i = 0; i < n; i++) {
+			pid_t g = fork();
+			TP_CHECK(g >= 0, "fork");
+			if (g == 0) {
+				usleep(20 * 1000);
+				_exit(0);
+			}
+		}
+		_exit(0);
+	}
+	int status;
+	TP_CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status), "child");
+	usleep(500 * 1000);
+
+	char path[96], list[4096], stat[512];
+	int parent = (int)getppid(), found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", parent, parent);
+	read_proc(path, list, sizeof(list));
+	for (char *tok = strtok(list, " \n"); tok != NULL; tok = strtok(NULL, " \n")) {
+		snprintf(path, sizeof(path), "/proc/%s/stat", tok);
+		read_proc(path, stat, sizeof(stat));
+		const char *state = strrchr(stat, ')');
+		found += state != NULL && state[1] == ' ' && state[2] == 'Z';
+	}
+	tp_out("ZOMBIES %d\n", found);
+	return 0;
+}
+
 static int held_go[2], held_done[2];
 
 static void *
@@ -275,6 +326,8 @@ main(int argc, char **argv)
 		return fork_threads(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "storm") == 0)
 		return fork_storm(atoi(argv[2]));
+	if (argc > 2 && strcmp(argv[1], "zombies") == 0)
+		return zombies(atoi(argv[2]));
 	if (argc > 1 && strcmp(argv[1], "held") == 0)
 		return fork_held();
 	int use_underscore_exit = argc > 1 && strcmp(argv[1], "_exit") == 0;
