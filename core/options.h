@@ -46,8 +46,8 @@
 	X(LEAK_CLASSES,   leak_classes,   bool, true,   "at exit, classify leaked blocks by reachability as valgrind's memcheck does (definite, indirect, possible, reachable); 0: all unclassified") \
 	X(TAG_BY,         tag_by,         str,  "",     "charge allocations to resources without code changes: thread (the resource threads/NAME of the allocating thread's name); empty: only the control API's scopes")
 
-/* Variables the tfalloc command reads; the shim accepts them silently. */
-#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY"
+/* Variables the tfalloc command reads, and what an exec added (core/child_env.h); the shim accepts them silently. */
+#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED"
 
 typedef enum tfa_opt_state_e {
 	TFA_OPT_DEFAULT = 0, /* not set, or set to a bad value */

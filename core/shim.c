@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/child_env.h"
 #include "core/leak_scan.h"
 #include "core/log.h"
 #include "core/modules.h"
@@ -2253,6 +2254,38 @@ say_foreign_malloc(void)
 			where != NULL && where[0] != '\0' ? where : proc.comm);
 }
 
+static tfa_child_env_t child_env;
+static bool child_env_kept;
+
+static char *
+child_env_copy(const char *s, size_t n)
+{
+	return tfa_arena_strndup(s, n);
+}
+
+/*
+ * What an exec must carry to the new program is kept (the run's options are
+ * read already); then what the exec that started this program added to its
+ * environment is taken out again, so that the program sees the environment
+ * its parent gave it (core/child_env.h).
+ */
+static void
+keep_child_env(void)
+{
+	Dl_info self;
+
+	if (dladdr((void *)keep_child_env, &self) != 0 && self.dli_fname != NULL)
+		(void)tfa_child_env_keep(&child_env, environ, self.dli_fname, child_env_copy);
+	__atomic_store_n(&child_env_kept, true, __ATOMIC_RELEASE);
+	(void)tfa_child_env_take_back(environ);
+}
+
+const struct tfa_child_env_s *
+tfa_shim_child_env(void)
+{
+	return __atomic_load_n(&child_env_kept, __ATOMIC_ACQUIRE) ? &child_env : NULL;
+}
+
 void
 tfa_shim_init(void)
 {
@@ -2264,6 +2297,7 @@ tfa_shim_init(void)
 	tfa_log_init();
 	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
+	keep_child_env();
 	/* Where the limit cannot be raised for the profile (fds_make_room), descriptors are kept for it. */
 	struct rlimit nofile;
 	if (opts.profile && getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur == nofile.rlim_max)

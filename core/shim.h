@@ -84,6 +84,13 @@ bool tfa_shim_before_exec(void);
 void tfa_shim_exec_failed(void);
 
 /*
+ * What carries tfalloc to the programs this process executes, as it
+ * reached the process (core/child_env.h); NULL before the shim started.
+ */
+struct tfa_child_env_s;
+const struct tfa_child_env_s *tfa_shim_child_env(void);
+
+/*
  * The process is about to change its user or group ids (setuid and the
  * rest), or its root directory (chroot; preload/cred_hooks.c): its profile's
  * name is reserved now and a descriptor to it kept, through which the

@@ -9,9 +9,13 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "core/child_env.h"
+#include "core/lock.h"
 #include "core/common.h"
 #include "core/shim.h"
 #include "core/thread.h"
@@ -28,6 +32,12 @@ TFA_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *c
 TFA_EXPORT int execl(const char *path, const char *arg, ...);
 TFA_EXPORT int execle(const char *path, const char *arg, ...);
 TFA_EXPORT int execlp(const char *file, const char *arg, ...);
+TFA_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
+TFA_EXPORT int system(const char *line);
+TFA_EXPORT FILE *popen(const char *command, const char *mode);
+TFA_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
+			     const posix_spawnattr_t *attr, char *const argv[], char *const envp[]);
 
 static void *
 real(const char *name)
@@ -49,11 +59,77 @@ real(const char *name)
 		return -1; \
 	}
 
+typedef int (*execve_t)(const char *, char *const[], char *const[]);
+typedef int (*execvpe_t)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_t)(int, char *const[], char *const[]);
+typedef int (*execveat_t)(int, const char *, char *const[], char *const[], int);
+
+/* One exec call but for its environment: which function, with what. */
+struct exec_call {
+	enum { CALL_EXECVE, CALL_EXECVPE, CALL_FEXECVE, CALL_EXECVEAT } kind;
+	void *fn;
+	int fd;
+	const char *path;
+	char *const *argv;
+	int flags;
+};
+
+static int
+exec_call_with(const struct exec_call *c, char *const envp[])
+{
+	union {
+		void *p;
+		execve_t execve;
+		execvpe_t execvpe;
+		fexecve_t fexecve;
+		execveat_t execveat;
+	} f = { .p = c->fn };
+
+	switch (c->kind) {
+	case CALL_EXECVE:
+		return f.execve(c->path, c->argv, envp);
+	case CALL_EXECVPE:
+		return f.execvpe(c->path, c->argv, envp);
+	case CALL_FEXECVE:
+		return f.fexecve(c->fd, c->argv, envp);
+	default:
+		return f.execveat(c->fd, c->path, c->argv, envp, c->flags);
+	}
+}
+
+/*
+ * Makes the call with envp, or, where envp lacks what carries tfalloc to the
+ * new program (LD_PRELOAD's element, the TFALLOC_* variables: `env -i`,
+ * python's subprocess with env={...}), with a copy that has them
+ * (core/child_env.h).  The copy is built on this frame, which the profile's
+ * writing (before it) no longer uses; a vfork child shares its parent's
+ * memory, so nothing is allocated, and mapped only past 16 KiB (a mapping
+ * left to the parent of a vfork child whose exec succeeds).
+ */
+static TFA_NOINLINE int
+exec_with_child_env(const struct exec_call *c, char *const envp[])
+{
+	char buf[16384] __attribute__((aligned(16)));
+	const tfa_child_env_t *ce = tfa_shim_child_env();
+	size_t need = ce != NULL ? tfa_child_env_size(ce, envp) : 0;
+
+	if (need == 0)
+		return exec_call_with(c, envp);
+	void *where = need <= sizeof(buf) ? (void *)buf : tfa_arena_map(need);
+	char **child = where != NULL ? tfa_child_env_build(ce, envp, where, need) : NULL;
+	int ret = exec_call_with(c, child != NULL ? child : envp);
+	int err = errno;
+	if (where != NULL && where != (void *)buf)
+		tfa_arena_unmap(where, need);
+	errno = err;
+	return ret;
+}
+
 /* Calls the exec, with the profile written before and withdrawn after a failure. */
-#define AROUND_EXEC(call) \
+#define AROUND_EXEC(call, envp) \
 	do { \
 		bool wrote_ = tfa_shim_before_exec(); \
-		int ret_ = (call); \
+		int ret_ = exec_with_child_env(&(call), (envp)); \
 		int err_ = errno; \
 		if (wrote_) \
 			tfa_shim_exec_failed(); \
@@ -61,16 +137,13 @@ real(const char *name)
 		return ret_; \
 	} while (0)
 
-typedef int (*execve_t)(const char *, char *const[], char *const[]);
-typedef int (*execvpe_t)(const char *, char *const[], char *const[]);
-typedef int (*fexecve_t)(int, char *const[], char *const[]);
-typedef int (*execveat_t)(int, const char *, char *const[], char *const[], int);
-
 TFA_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
 	REAL(execve_t, execve);
-	AROUND_EXEC(execve_fn(path, argv, envp));
+	struct exec_call c = { .kind = CALL_EXECVE, .fn = execve_sym, .path = path, .argv = argv };
+	(void)execve_fn;
+	AROUND_EXEC(c, envp);
 }
 
 TFA_EXPORT int
@@ -83,7 +156,9 @@ TFA_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	REAL(execvpe_t, execvpe);
-	AROUND_EXEC(execvpe_fn(file, argv, envp));
+	struct exec_call c = { .kind = CALL_EXECVPE, .fn = execvpe_sym, .path = file, .argv = argv };
+	(void)execvpe_fn;
+	AROUND_EXEC(c, envp);
 }
 
 TFA_EXPORT int
@@ -96,14 +171,19 @@ TFA_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
 	REAL(fexecve_t, fexecve);
-	AROUND_EXEC(fexecve_fn(fd, argv, envp));
+	struct exec_call c = { .kind = CALL_FEXECVE, .fn = fexecve_sym, .fd = fd, .argv = argv };
+	(void)fexecve_fn;
+	AROUND_EXEC(c, envp);
 }
 
 TFA_EXPORT int
 execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
 	REAL(execveat_t, execveat);
-	AROUND_EXEC(execveat_fn(dirfd, path, argv, envp, flags));
+	struct exec_call c = { .kind = CALL_EXECVEAT, .fn = execveat_sym, .fd = dirfd, .path = path, .argv = argv,
+			       .flags = flags };
+	(void)execveat_fn;
+	AROUND_EXEC(c, envp);
 }
 
 /*
@@ -188,4 +268,166 @@ execlp(const char *file, const char *arg, ...)
 	char **argv = collect_args(arg, ap, false, NULL, &bytes);
 	va_end(ap);
 	return exec_list(file, true, argv, bytes, environ);
+}
+
+/*
+ * posix_spawn and posix_spawnp reach the kernel's exec inside glibc (no hook
+ * of the exec sees them): the environment is made there.  glibc's system and
+ * popen spawn through internal calls, with the process's environment.
+ */
+typedef int (*posix_spawn_t)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			     char *const[], char *const[]);
+
+static int
+spawn_with_child_env(posix_spawn_t fn, pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	const tfa_child_env_t *ce = tfa_shim_child_env();
+	size_t need = ce != NULL ? tfa_child_env_size(ce, envp) : 0;
+
+	if (need == 0)
+		return fn(pid, path, actions, attr, argv, envp);
+	void *where = tfa_arena_map(need);
+	char **child = where != NULL ? tfa_child_env_build(ce, envp, where, need) : NULL;
+	/* posix_spawn returns once the child has exec'd or failed: the copy is free then. */
+	int ret = fn(pid, path, actions, attr, argv, child != NULL ? child : envp);
+	if (where != NULL)
+		tfa_arena_unmap(where, need);
+	return ret;
+}
+
+TFA_EXPORT int
+posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+	    char *const argv[], char *const envp[])
+{
+	static void *sym;
+	posix_spawn_t fn;
+
+	if (sym == NULL)
+		sym = real("posix_spawn");
+	if (sym == NULL)
+		return ENOSYS;
+	memcpy(&fn, &sym, sizeof(fn));
+	return spawn_with_child_env(fn, pid, path, actions, attr, argv, envp);
+}
+
+TFA_EXPORT int
+posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr,
+	     char *const argv[], char *const envp[])
+{
+	static void *sym;
+	posix_spawn_t fn;
+
+	if (sym == NULL)
+		sym = real("posix_spawnp");
+	if (sym == NULL)
+		return ENOSYS;
+	memcpy(&fn, &sym, sizeof(fn));
+	return spawn_with_child_env(fn, pid, file, actions, attr, argv, envp);
+}
+
+/*
+ * system and popen spawn with the process's environment, inside glibc: in a
+ * program whose environment lacked tfalloc's variables (they were taken
+ * back at its start), their shell would run unprofiled.  For the call,
+ * environ is a copy that has them.  Another thread may read that copy
+ * meanwhile (getenv, or its own system spawning with it), so it is mapped
+ * and unmapped only a call later (the one copy kept retired); a setenv of
+ * another thread meanwhile makes an array that points into it, which is
+ * then never unmapped.
+ */
+typedef int (*system_t)(const char *);
+typedef FILE *(*popen_t)(const char *, const char *);
+
+struct env_call {
+	void *fn;
+	const char *line;
+	const char *mode; /* popen's; NULL: system */
+	FILE *file;
+	int status;
+};
+
+static tfa_lock_t retired_lock = TFA_LOCK_INIT;
+static void *retired;
+static size_t retired_bytes;
+
+static void
+env_call_run(struct env_call *c)
+{
+	union {
+		void *p;
+		system_t system;
+		popen_t popen;
+	} f = { .p = c->fn };
+
+	if (c->mode != NULL)
+		c->file = f.popen(c->line, c->mode);
+	else
+		c->status = f.system(c->line);
+}
+
+static void
+env_call_with_child_environ(struct env_call *c)
+{
+	const tfa_child_env_t *ce = tfa_shim_child_env();
+	char **before = environ;
+	size_t need = ce != NULL ? tfa_child_env_size(ce, before) : 0;
+	void *where = need != 0 ? tfa_arena_map(need) : NULL;
+	char **child = where != NULL ? tfa_child_env_build(ce, before, where, need) : NULL;
+
+	if (child == NULL) {
+		if (where != NULL)
+			tfa_arena_unmap(where, need);
+		env_call_run(c);
+		return;
+	}
+	environ = child;
+	env_call_run(c);
+	int err = errno;
+	if (environ != child) {
+		errno = err;
+		return; /* another thread's setenv: its array points into the copy */
+	}
+	environ = before;
+	tfa_lock(&retired_lock);
+	void *old = retired;
+	size_t old_bytes = retired_bytes;
+	retired = where;
+	retired_bytes = need;
+	tfa_unlock(&retired_lock);
+	if (old != NULL)
+		tfa_arena_unmap(old, old_bytes);
+	errno = err;
+}
+
+TFA_EXPORT int
+system(const char *line)
+{
+	static void *sym;
+
+	if (sym == NULL)
+		sym = real("system");
+	if (sym == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	struct env_call c = { .fn = sym, .line = line };
+	env_call_with_child_environ(&c);
+	return c.status;
+}
+
+TFA_EXPORT FILE *
+popen(const char *command, const char *mode)
+{
+	static void *sym;
+
+	if (sym == NULL)
+		sym = real("popen");
+	if (sym == NULL) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	struct env_call c = { .fn = sym, .line = command, .mode = mode };
+	env_call_with_child_environ(&c);
+	return c.file;
 }

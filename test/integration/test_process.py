@@ -54,6 +54,18 @@
               still runs; tp_fork zombies 20 (20 orphans that end while the
               command runs), with the gate and without: none is left a zombie
               of tfalloc run's while the command runs
+  child_env   tp_env run: children started by execve, posix_spawn, vfork +
+              execve and posix_spawnp with environments of the parent's
+              making (one variable; another LD_PRELOAD, empty, and a
+              TFALLOC_QUIET of their own; none at all; a LD_PRELOAD that
+              cannot be loaded), and a grandchild the first executes with the
+              environment it got: each is profiled (its leak of 1000 + K
+              bytes is in a profile), and each prints exactly the environment
+              its parent gave it (the same output as without tfalloc); so
+              do the two the child with no environment starts by system()
+              and popen(); the child whose environment set TFALLOC_QUIET=1
+              prints no summary.
+              python3's subprocess with env={...} the same way
 """
 import json
 import os
@@ -407,12 +419,39 @@ def case_orphans(ctx):
                    "orphans that ended while the command ran, left zombies of tfalloc run %s" % args)
 
 
+def case_child_env(ctx):
+    path = ctx.prog("tp_env")
+    plain = ctx.run_plain([path, "run"])
+    T.check_eq(plain.returncode, 0, "tp_env run without the shim\n" + plain.describe())
+    r, rep = ctx.run_and_report([path, "run"], what="tp_env run", quiet=False)
+    T.check_eq(r.out, plain.out, "the output: each child's environment, as its parent gave it")
+    leaked = sorted(lk["bytes"] for p in rep["processes"] for lk in p.get("leaks", []) if 1000 < lk["bytes"] <= 1007)
+    T.check_eq(leaked, [1001, 1002, 1003, 1004, 1005, 1006, 1007],
+               "the children's leaks in their profiles (each child K leaks 1000 + K bytes)\n" + T.summary(rep["processes"]))
+    summaries = re.findall(r"tfalloc\[\d+\]: tp_env: peak (\d+) B in use", r.err)
+    T.check("1002" not in summaries and "1005" in summaries,
+            "summary lines: none from the child that set TFALLOC_QUIET=1 (1002 B), one from the "
+            "grandchild (1005 B): %s\n%s" % (summaries, r.err))
+
+    script = ("import os, subprocess, sys\n"
+              "r = subprocess.run([sys.executable, '-c', 'import os; x = bytearray(3333); "
+              "print(sorted(os.environ.items()))'], env={'FOO': 'bar', 'PATH': '/usr/bin'},\n"
+              "                   capture_output=True, text=True)\n"
+              "print(r.stdout, end='')\n")
+    argv = ["/usr/bin/python3", "-c", script]
+    plain = ctx.run_plain(argv)
+    r, rep = ctx.run_and_report(argv, what="python3 subprocess with env={...}")
+    T.check_eq(r.out, plain.out, "the child's environment, as python3 gave it")
+    T.check_eq(len(rep["processes"]), 2, "profiles: python3 and its child\n" + T.summary(rep["processes"]))
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
     "fork_threads": case_fork_threads,
     "fork_held": case_fork_held,
     "orphans": case_orphans,
+    "child_env": case_child_env,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,
