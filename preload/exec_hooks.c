@@ -103,13 +103,14 @@ exec_call_with(const struct exec_call *c, char *const envp[])
  * python's subprocess with env={...}), with a copy that has them
  * (core/child_env.h).  The copy is built on this frame, which the profile's
  * writing (before it) no longer uses; a vfork child shares its parent's
- * memory, so nothing is allocated, and mapped only past 16 KiB (a mapping
- * left to the parent of a vfork child whose exec succeeds).
+ * memory, so nothing is allocated, and mapped only past 4 KiB (about 400
+ * variables; a mapping left to the parent of a vfork child whose exec
+ * succeeds).  The frame stays small: a thread's stack may be.
  */
 static TFA_NOINLINE int
 exec_with_child_env(const struct exec_call *c, char *const envp[])
 {
-	char buf[16384] __attribute__((aligned(16)));
+	char buf[4096] __attribute__((aligned(16)));
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	size_t need = ce != NULL ? tfa_child_env_size(ce, envp) : 0;
 

@@ -8,9 +8,12 @@
  *                    K=2 posix_spawn, {"B=2", "LD_PRELOAD=", "TFALLOC_QUIET=1"};
  *                    K=3 vfork + execve, {} (empty);
  *                    K=4 posix_spawnp, {"C=3", "LD_PRELOAD=/nonexistent/x.so"}
- *                    (the loader says it cannot preload that, as without tfalloc)
+ *                    (the loader says it cannot preload that, as without tfalloc);
+ *                    K=8 vfork + execve, 600 variables V0..V599 (a copy of the
+ *                    environment too large for the exec's frame)
  *   tp_env child K   prints "ENV K entry" for each entry of its environment,
- *                    in order, leaks 1000 + K bytes; K=1 then executes
+ *                    in order (K=8: their number, the first and the last),
+ *                    leaks 1000 + K bytes; K=1 then executes
  *                    "tp_env child 5" with its environment as it is (execv);
  *                    K=3 runs "tp_env child 6" by system() and "tp_env
  *                    child 7" by popen() (printing what it reads), each
@@ -72,14 +75,33 @@ run(const char *self)
 
 	TP_CHECK(posix_spawnp(&pid, self, NULL, NULL, argv[3], env4) == 0, "posix_spawnp");
 	wait_for(pid, 4);
+
+	static char vars[600][16];
+	static char *env8[601];
+	for (int i = 0; i < 600; i++) {
+		snprintf(vars[i], sizeof(vars[i]), "V%d=%d", i, i * 7);
+		env8[i] = vars[i];
+	}
+	char *argv8[] = { (char[]){ "tp_env" }, (char[]){ "child" }, (char[]){ "8" }, NULL };
+	pid = vfork();
+	TP_CHECK(pid >= 0, "vfork");
+	if (pid == 0) {
+		execve(self, argv8, env8);
+		_exit(127);
+	}
+	wait_for(pid, 8);
 	return 0;
 }
 
 static int
 child(const char *self, int k)
 {
-	for (char **e = environ; e != NULL && *e != NULL; e++)
-		tp_out("ENV %d %s\n", k, *e);
+	size_t n = 0;
+	for (char **e = environ; e != NULL && *e != NULL; e++, n++)
+		if (k != 8)
+			tp_out("ENV %d %s\n", k, *e);
+	if (k == 8 && n > 0)
+		tp_out("ENV 8 %zu variables, %s to %s\n", n, environ[0], environ[n - 1]);
 	TP_KEEP(malloc(1000 + (size_t)k));
 	if (k == 3) {
 		char cmd[4200];
