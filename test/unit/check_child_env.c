@@ -17,10 +17,32 @@
 
 #define SELF "/opt/tfa/lib/libtfalloc.so"
 
+/* The test's strings and arrays: from a static pool, as the shim's come from its arena (never freed). */
+static char pool[1 << 16] __attribute__((aligned(16)));
+static size_t pool_used;
+
+static void *
+pool_alloc(size_t n)
+{
+	size_t at = (pool_used + 15) & ~(size_t)15;
+
+	ck_assert_uint_le(at + n, sizeof(pool));
+	pool_used = at + n;
+	return pool + at;
+}
+
+static char *
+pool_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(pool_alloc(n), s, n);
+}
+
 static char *
 copy_str(const char *s, size_t n)
 {
-	char *c = malloc(n + 1);
+	char *c = pool_alloc(n + 1);
 
 	ck_assert_ptr_nonnull(c);
 	memcpy(c, s, n);
@@ -36,10 +58,10 @@ make_env(const char *const *strs)
 
 	while (strs[n] != NULL)
 		n++;
-	char **env = calloc(n + 1, sizeof(char *));
-	ck_assert_ptr_nonnull(env);
+	char **env = pool_alloc((n + 1) * sizeof(char *));
 	for (size_t i = 0; i < n; i++)
-		env[i] = strdup(strs[i]);
+		env[i] = pool_strdup(strs[i]);
+	env[n] = NULL;
 	return env;
 }
 
@@ -78,7 +100,7 @@ round_trip(const tfa_child_env_t *ce, char **envp, char ***exec_envp, char **out
 	size_t n = 0;
 	for (; given[n] != NULL; n++) {
 		ck_assert_uint_lt(n + 1, cap);
-		out[n] = strdup(given[n]);
+		out[n] = pool_strdup(given[n]);
 	}
 	out[n] = NULL;
 	tfa_child_env_take_back(out);
@@ -139,7 +161,7 @@ END_TEST
 
 START_TEST(same_file_by_another_name)
 {
-	char dir[] = "/tmp/check_child_env.XXXXXX", file[PATH_MAX], link[PATH_MAX], entry[PATH_MAX + 16];
+	char dir[] = "/tmp/check_child_env.XXXXXX", file[PATH_MAX], link[PATH_MAX], entry[PATH_MAX + 64];
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(file, sizeof(file), "%s/libtfalloc.so", dir);
 	snprintf(link, sizeof(link), "%s/link.so", dir);
