@@ -3447,6 +3447,29 @@ fds_give_back(int made, const struct rlimit *saved)
 	errno = saved_errno;
 }
 
+/*
+ * A program that limits the size of the files it writes (RLIMIT_FSIZE:
+ * `ulimit -f`, a sandbox) had no profile: "no profile: cannot write ...:
+ * File too large".  For as long as the profile takes, the soft limit is
+ * raised to the hard one, and the hard one lifted where the process may
+ * (CAP_SYS_RESOURCE: root in most containers); then both are put back as
+ * they were.  Returns whether *saved must be put back.
+ */
+static bool
+fsize_make_room(struct rlimit *saved)
+{
+	int saved_errno = errno;
+	bool made = false;
+
+	if (getrlimit(RLIMIT_FSIZE, saved) == 0 && saved->rlim_cur != RLIM_INFINITY) {
+		struct rlimit lifted = { RLIM_INFINITY, RLIM_INFINITY };
+		struct rlimit to_hard = { saved->rlim_max, saved->rlim_max };
+		made = setrlimit(RLIMIT_FSIZE, &lifted) == 0 || setrlimit(RLIMIT_FSIZE, &to_hard) == 0;
+	}
+	errno = saved_errno;
+	return made;
+}
+
 int
 tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 {
@@ -3467,8 +3490,9 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		tfa_tls.in_shim--;
 		return 0;
 	}
-	struct rlimit nofile;
+	struct rlimit nofile, fsize;
 	int fds_made = fds_make_room(&nofile);
+	bool fsize_made = fsize_make_room(&fsize);
 	tfa_tracking_allocator_publish_self(&cpu_tracker);
 	leak_groups_take(&leaks);
 	/*
@@ -3496,6 +3520,11 @@ tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code)
 		snapshot_failed = true;
 	leak_groups_give_back(&leaks);
 	fds_give_back(fds_made, &nofile);
+	if (fsize_made) {
+		int saved_errno = errno;
+		(void)setrlimit(RLIMIT_FSIZE, &fsize);
+		errno = saved_errno;
+	}
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();
 	tfa_cancel_restore(cancel);

@@ -70,11 +70,16 @@ Cases:
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
                 counts exactly what succeeded; not degraded
-  fsize         RLIMIT_FSIZE below the profile's size (prlimit --fsize): the
-                write fails with EFBIG, and the SIGXFSZ the kernel sends must
-                not kill the program (it did: status -25); one line saying
-                "File too large"; the same for snapshots every millisecond,
-                and for tfalloc report -o under the limit
+  fsize         RLIMIT_FSIZE below the profile's size (prlimit --fsize): a
+                soft limit is raised to the hard one for the profile's
+                writing, and put back (the program's own write past it still
+                dies of SIGXFSZ, as without tfalloc); the profile is there.
+                A hard limit too, where the process may lift it
+                (CAP_SYS_RESOURCE); otherwise the write fails with EFBIG, and
+                the SIGXFSZ the kernel sends must not kill the program (it
+                did: status -25); one line saying "File too large"; the same
+                for snapshots every millisecond, and for tfalloc report -o
+                under the limit
   broken_pipe   stderr a pipe nobody reads: tfalloc's lines there (the
                 summary, failing snapshots) raise SIGPIPE, which must not
                 kill the program (it did: status -13, with
@@ -414,15 +419,49 @@ def case_backend_enomem(ctx):
 # ---- the file system --------------------------------------------------------
 
 
+def can_lift_fsize():
+    """Whether a process here may raise its hard RLIMIT_FSIZE (CAP_SYS_RESOURCE)."""
+    code = ("import resource\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n")
+    return subprocess.run(["/usr/bin/python3", "-c", code], stderr=subprocess.DEVNULL).returncode == 0
+
+
 def case_fsize(ctx):
     # tp_sites' profile (its stacks, modules and sites) is about 2 KiB.
-    prlimit = ["prlimit", "--fsize=1024", "--"]
     argv = [ctx.prog("tp_sites")]
     plain = ctx.run_plain(argv)
-    r = run_preloaded(ctx, prlimit, argv)
-    T.same_output(plain, r, "tp_sites under RLIMIT_FSIZE")
-    line = stderr_lines(r, "tp_sites under RLIMIT_FSIZE")[0]
-    T.check("no profile: cannot write" in line and "File too large" in line, "the line: " + line)
+    for limit, lifted in (("1024:unlimited", True), ("1024", can_lift_fsize())):
+        what = "tp_sites under RLIMIT_FSIZE %s" % limit
+        out = ctx.mkdtemp("out")
+        r = run_preloaded(ctx, ["prlimit", "--fsize=" + limit, "--"], argv, outdir=out)
+        T.same_output(plain, r, what)
+        if lifted:
+            T.check_eq(r.err, "", what + ": stderr")
+            T.check_exited(T.only_process(ctx.report(out, what), what), 0)
+        else:
+            line = stderr_lines(r, what)[0]
+            T.check("no profile: cannot write" in line and "File too large" in line, "the line: " + line)
+    # The limit is the program's again after each snapshot (every millisecond while it allocates).
+    script = ("import sys, time\n"
+              "junk, t = [], time.monotonic()\n"
+              "while time.monotonic() - t < 0.1:\n"
+              "    junk.append(bytearray(64))\n"
+              "try:\n"
+              "    with open(sys.argv[1], 'wb') as f:\n"
+              "        f.write(b'x' * 3000)\n"
+              "    print('wrote 3000 bytes')\n"
+              "except OSError as e:\n"
+              "    print('errno', e.errno)\n")
+    argv = ["/usr/bin/python3", "-c", script, os.path.join(ctx.scratch, "written")]
+    prlimit = ["prlimit", "--fsize=2048:unlimited", "--"]
+    plain = ctx._run(prlimit + argv, ctx.env(), None, 60, "plain")
+    T.check_eq(plain.out, "errno 27\n", "python3 writing past the soft limit without tfalloc (EFBIG)")
+    out = ctx.mkdtemp("out")
+    r = run_preloaded(ctx, prlimit, argv, outdir=out, env={"TFALLOC_FLUSH_INTERVAL_MS": "1"})
+    T.same_output(plain, r, "python3 writing past the soft limit under tfalloc, snapshots every ms")
+
+    prlimit = ["prlimit", "--fsize=1024", "--"]
 
     # Snapshots that fail every millisecond: said once, the program unaffected.
     argv = [ctx.prog("tp_sites"), "errno", "200000"]
