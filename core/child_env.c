@@ -323,3 +323,68 @@ tfa_child_env_build(const tfa_child_env_t *ce, char *const *envp, void *buf, siz
 	out[n] = NULL;
 	return out;
 }
+
+bool
+tfa_child_env_is_valgrind(char *const *envp)
+{
+	return find_entry(envp, "VALGRIND_LAUNCHER", sizeof("VALGRIND_LAUNCHER") - 1) >= 0;
+}
+
+size_t
+tfa_child_env_size_without(const tfa_child_env_t *ce, char *const *envp)
+{
+	if (ce->preload == NULL)
+		return 0;
+	long at = find_entry(envp, PRELOAD_NAME, sizeof(PRELOAD_NAME) - 1);
+	if (at < 0 || !preload_has(envp[at] + sizeof(PRELOAD_EQ) - 1, ce->preload, ce->preload_len))
+		return 0;
+	size_t n = 0;
+	while (envp[n] != NULL)
+		n++;
+	return (n + 1) * sizeof(char *) + strlen(envp[at]) + 1;
+}
+
+char **
+tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *buf, size_t size)
+{
+	size_t need = tfa_child_env_size_without(ce, envp);
+
+	if (need == 0 || size < need || ((uintptr_t)buf & 7) != 0)
+		return NULL;
+	long at = find_entry(envp, PRELOAD_NAME, sizeof(PRELOAD_NAME) - 1);
+	size_t n = 0;
+	while (envp[n] != NULL)
+		n++;
+	char **out = buf;
+	char *s = (char *)buf + (n + 1) * sizeof(char *);
+	char *preload = s;
+	const char *p = envp[at] + sizeof(PRELOAD_EQ) - 1;
+	bool empty = true;
+
+	/* Every element but the shim's, colon-separated (glibc takes colons and spaces alike). */
+	put_str(&s, PRELOAD_EQ);
+	while (*p != '\0') {
+		while (is_preload_sep(*p))
+			p++;
+		const char *start = p;
+		while (*p != '\0' && !is_preload_sep(*p))
+			p++;
+		size_t len = (size_t)(p - start);
+		if (len == 0 || (len == ce->preload_len && memcmp(start, ce->preload, len) == 0))
+			continue;
+		if (!empty)
+			*s++ = ':';
+		put(&s, start, len);
+		empty = false;
+	}
+	*s = '\0';
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((long)i != at)
+			out[k++] = envp[i];
+		else if (!empty)
+			out[k++] = preload;
+	}
+	out[k] = NULL;
+	return out;
+}

@@ -70,4 +70,25 @@ size_t tfa_child_env_size(const tfa_child_env_t *ce, char *const *envp);
  */
 char **tfa_child_env_build(const tfa_child_env_t *ce, char *const *envp, void *buf, size_t size);
 
+/*
+ * Whether envp is valgrind's launcher starting its tool (VALGRIND_LAUNCHER
+ * set): the program valgrind runs must not get the shim, which would put its
+ * own workings among memcheck's errors (libunwind's probes of memory, the
+ * loader's blocks), and fail a test that runs valgrind with
+ * --error-exitcode.  The program is valgrind's to watch.
+ */
+bool tfa_child_env_is_valgrind(char *const *envp);
+
+/*
+ * Bytes tfa_child_env_build_without needs for envp; 0: its LD_PRELOAD does
+ * not name the shim (envp is used as it is).
+ */
+size_t tfa_child_env_size_without(const tfa_child_env_t *ce, char *const *envp);
+
+/*
+ * envp without the shim's element of LD_PRELOAD (without LD_PRELOAD when
+ * nothing else is left in it), built in buf as tfa_child_env_build does.
+ */
+char **tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *buf, size_t size);
+
 #endif /* TFA_CORE_CHILD_ENV_H */

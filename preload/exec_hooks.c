@@ -98,6 +98,26 @@ exec_call_with(const struct exec_call *c, char *const envp[])
 }
 
 /*
+ * The bytes of the environment the new program gets instead of envp (0:
+ * envp as it is): tfalloc's parts added where missing, or, for valgrind's
+ * tool (core/child_env.h), the shim taken out.
+ */
+static size_t
+child_env_size(const tfa_child_env_t *ce, char *const envp[], bool *without)
+{
+	if (ce == NULL)
+		return 0;
+	*without = tfa_child_env_is_valgrind(envp);
+	return *without ? tfa_child_env_size_without(ce, envp) : tfa_child_env_size(ce, envp);
+}
+
+static char **
+child_env_build(const tfa_child_env_t *ce, char *const envp[], bool without, void *buf, size_t size)
+{
+	return without ? tfa_child_env_build_without(ce, envp, buf, size) : tfa_child_env_build(ce, envp, buf, size);
+}
+
+/*
  * Makes the call with envp, or, where envp lacks what carries tfalloc to the
  * new program (LD_PRELOAD's element, the TFALLOC_* variables: `env -i`,
  * python's subprocess with env={...}), with a copy that has them
@@ -112,12 +132,13 @@ exec_with_child_env(const struct exec_call *c, char *const envp[])
 {
 	char buf[4096] __attribute__((aligned(16)));
 	const tfa_child_env_t *ce = tfa_shim_child_env();
-	size_t need = ce != NULL ? tfa_child_env_size(ce, envp) : 0;
+	bool without = false;
+	size_t need = child_env_size(ce, envp, &without);
 
 	if (need == 0)
 		return exec_call_with(c, envp);
 	void *where = need <= sizeof(buf) ? (void *)buf : tfa_arena_map(need);
-	char **child = where != NULL ? tfa_child_env_build(ce, envp, where, need) : NULL;
+	char **child = where != NULL ? child_env_build(ce, envp, without, where, need) : NULL;
 	int ret = exec_call_with(c, child != NULL ? child : envp);
 	int err = errno;
 	if (where != NULL && where != (void *)buf)
@@ -284,12 +305,13 @@ spawn_with_child_env(posix_spawn_t fn, pid_t *pid, const char *path, const posix
 		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	const tfa_child_env_t *ce = tfa_shim_child_env();
-	size_t need = ce != NULL ? tfa_child_env_size(ce, envp) : 0;
+	bool without = false;
+	size_t need = child_env_size(ce, envp, &without);
 
 	if (need == 0)
 		return fn(pid, path, actions, attr, argv, envp);
 	void *where = tfa_arena_map(need);
-	char **child = where != NULL ? tfa_child_env_build(ce, envp, where, need) : NULL;
+	char **child = where != NULL ? child_env_build(ce, envp, without, where, need) : NULL;
 	/* posix_spawn returns once the child has exec'd or failed: the copy is free then. */
 	int ret = fn(pid, path, actions, attr, argv, child != NULL ? child : envp);
 	if (where != NULL)

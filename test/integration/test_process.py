@@ -66,6 +66,11 @@
               and popen(); the child whose environment set TFALLOC_QUIET=1
               prints no summary.
               python3's subprocess with env={...} the same way
+  valgrind    tfalloc run -- valgrind --leak-check=full --error-exitcode=9
+              tp_empty: valgrind's errors and status are those of a plain
+              run (0: the shim had put libunwind's probes of memory and its
+              own blocks among memcheck's errors, 9); the program valgrind
+              runs has no profile, valgrind's launcher has
 """
 import json
 import os
@@ -445,6 +450,17 @@ def case_child_env(ctx):
     T.check_eq(len(rep["processes"]), 2, "profiles: python3 and its child\n" + T.summary(rep["processes"]))
 
 
+def case_valgrind(ctx):
+    argv = ["valgrind", "-q", "--leak-check=full", "--error-exitcode=9", ctx.prog("tp_empty")]
+    plain = ctx.run_plain(argv, timeout=300)
+    T.check_eq(plain.returncode, 0, "tp_empty under valgrind without tfalloc\n" + plain.describe())
+    r = ctx.run_tool(argv, timeout=300)
+    T.check_eq(r.returncode, 0, "tp_empty under valgrind under tfalloc run: valgrind's status\n" + r.describe())
+    T.check_eq(r.err, plain.err, "valgrind's report")
+    exes = sorted(os.path.basename(p["exe"]) for p in ctx.report(r.outdir, "valgrind")["processes"])
+    T.check("tp_empty" not in exes and exes, "profiles of valgrind's launcher, none of its program: %s" % exes)
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
@@ -452,6 +468,7 @@ CASES = {
     "fork_held": case_fork_held,
     "orphans": case_orphans,
     "child_env": case_child_env,
+    "valgrind": case_valgrind,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,

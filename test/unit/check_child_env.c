@@ -308,6 +308,36 @@ START_TEST(small_buffer_refused)
 }
 END_TEST
 
+START_TEST(valgrind_tool_without_shim)
+{
+	tfa_child_env_t ce;
+	static char buf[4096] __attribute__((aligned(8)));
+
+	keep_started(&ce);
+	char **tool = ENV("VALGRIND_LAUNCHER=/usr/bin/valgrind.bin", "LD_PRELOAD=/vg/core.so:" SELF " /vg/mc.so", "X=1");
+	ck_assert(tfa_child_env_is_valgrind(tool));
+	ck_assert(!tfa_child_env_is_valgrind(STARTED));
+	size_t need = tfa_child_env_size_without(&ce, tool);
+	ck_assert_uint_gt(need, 0);
+	char **out = tfa_child_env_build_without(&ce, tool, buf, need);
+	ck_assert_ptr_nonnull(out);
+	char **want = ENV("VALGRIND_LAUNCHER=/usr/bin/valgrind.bin", "LD_PRELOAD=/vg/core.so:/vg/mc.so", "X=1");
+	check_same(out, want);
+
+	/* The shim alone: no LD_PRELOAD at all. */
+	char **alone = ENV("A=1", "LD_PRELOAD=" SELF, "VALGRIND_LAUNCHER=x");
+	out = tfa_child_env_build_without(&ce, alone, buf, tfa_child_env_size_without(&ce, alone));
+	ck_assert_ptr_nonnull(out);
+	char **want_alone = ENV("A=1", "VALGRIND_LAUNCHER=x");
+	check_same(out, want_alone);
+
+	/* Not named: nothing to take out. */
+	char **other = ENV("LD_PRELOAD=/vg/core.so", "VALGRIND_LAUNCHER=x");
+	ck_assert_uint_eq(tfa_child_env_size_without(&ce, other), 0);
+	ck_assert_ptr_null(tfa_child_env_build_without(&ce, other, buf, sizeof(buf)));
+}
+END_TEST
+
 static Suite *
 child_env_suite(void)
 {
@@ -326,6 +356,7 @@ child_env_suite(void)
 	tcase_add_test(tc, take_back_without_injected);
 	tcase_add_test(tc, take_back_ignores_bad_lists);
 	tcase_add_test(tc, small_buffer_refused);
+	tcase_add_test(tc, valgrind_tool_without_shim);
 	suite_add_tcase(s, tc);
 	return s;
 }
