@@ -36,21 +36,29 @@ find_entry(char *const *envp, const char *name, size_t n)
 	return -1;
 }
 
+/* The next element of an LD_PRELOAD list at *p (false: none left); *p moves past it. */
+static bool
+next_element(const char **p, const char **start, size_t *len)
+{
+	while (is_preload_sep(**p))
+		(*p)++;
+	*start = *p;
+	while (**p != '\0' && !is_preload_sep(**p))
+		(*p)++;
+	*len = (size_t)(*p - *start);
+	return *len > 0;
+}
+
 /* Whether the LD_PRELOAD value list has an element equal to elem (n bytes). */
 static bool
 preload_has(const char *list, const char *elem, size_t n)
 {
-	const char *p = list;
+	const char *start;
+	size_t len;
 
-	while (*p != '\0') {
-		while (is_preload_sep(*p))
-			p++;
-		const char *start = p;
-		while (*p != '\0' && !is_preload_sep(*p))
-			p++;
-		if ((size_t)(p - start) == n && n > 0 && memcmp(start, elem, n) == 0)
+	while (next_element(&list, &start, &len))
+		if (len == n && memcmp(start, elem, n) == 0)
 			return true;
-	}
 	return false;
 }
 
@@ -75,16 +83,11 @@ tfa_child_env_keep(tfa_child_env_t *ce, char *const *envp, const char *self_path
 		size_t self_len = strlen(self_path);
 		/* The same string first; else the same file (a relative or bare name, a symlink). */
 		for (int pass = 0; pass < 2 && found == NULL; pass++) {
-			const char *q = p;
-			while (*q != '\0' && found == NULL) {
-				while (is_preload_sep(*q))
-					q++;
-				const char *start = q;
-				while (*q != '\0' && !is_preload_sep(*q))
-					q++;
-				size_t n = (size_t)(q - start);
+			const char *q = p, *start;
+			size_t n;
+			while (found == NULL && next_element(&q, &start, &n)) {
 				char elem[4096];
-				if (n == 0 || n >= sizeof(elem))
+				if (n >= sizeof(elem))
 					continue;
 				if (pass == 0 && n == self_len && memcmp(start, self_path, n) == 0) {
 					found = start;
@@ -358,19 +361,14 @@ tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *
 	char **out = buf;
 	char *s = (char *)buf + (n + 1) * sizeof(char *);
 	char *preload = s;
-	const char *p = envp[at] + sizeof(PRELOAD_EQ) - 1;
+	const char *p = envp[at] + sizeof(PRELOAD_EQ) - 1, *start;
+	size_t len;
 	bool empty = true;
 
 	/* Every element but the shim's, colon-separated (glibc takes colons and spaces alike). */
 	put_str(&s, PRELOAD_EQ);
-	while (*p != '\0') {
-		while (is_preload_sep(*p))
-			p++;
-		const char *start = p;
-		while (*p != '\0' && !is_preload_sep(*p))
-			p++;
-		size_t len = (size_t)(p - start);
-		if (len == 0 || (len == ce->preload_len && memcmp(start, ce->preload, len) == 0))
+	while (next_element(&p, &start, &len)) {
+		if (len == ce->preload_len && memcmp(start, ce->preload, len) == 0)
 			continue;
 		if (!empty)
 			*s++ = ':';
