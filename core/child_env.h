@@ -36,6 +36,7 @@ typedef struct tfa_child_env_s {
 	size_t preload_len;
 	char *vars[TFA_CHILD_ENV_MAX_VARS]; /* "TFALLOC_NAME=value", as they reached the process */
 	size_t nvars;
+	bool into_valgrind; /* TFALLOC_UNDER_VALGRIND: valgrind's programs keep the shim */
 } tfa_child_env_t;
 
 /*
@@ -75,7 +76,8 @@ char **tfa_child_env_build(const tfa_child_env_t *ce, char *const *envp, void *b
  * set): the program valgrind runs must not get the shim, which would put its
  * own workings among memcheck's errors (libunwind's probes of memory, the
  * loader's blocks), and fail a test that runs valgrind with
- * --error-exitcode.  The program is valgrind's to watch.
+ * --error-exitcode.  The program is valgrind's to watch, unless
+ * TFALLOC_UNDER_VALGRIND asks for the shim there (its own memcheck tests).
  */
 bool tfa_child_env_is_valgrind(char *const *envp);
 

@@ -44,7 +44,8 @@
 	X(MAX_STACKS,     max_stacks,     uint, 100000, "distinct call stacks kept whole; past that, new stacks keep their 8 innermost frames (memory and profile size stay bounded)") \
 	X(FLUSH_INTERVAL_MS, flush_interval_ms, uint, 5000, "write a snapshot of the profile every N milliseconds while the program allocates, so a killed process leaves one; 0: only at the end") \
 	X(LEAK_CLASSES,   leak_classes,   bool, true,   "at exit, classify leaked blocks by reachability as valgrind's memcheck does (definite, indirect, possible, reachable); 0: all unclassified") \
-	X(TAG_BY,         tag_by,         str,  "",     "charge allocations to resources without code changes: thread (the resource threads/NAME of the allocating thread's name); empty: only the control API's scopes")
+	X(TAG_BY,         tag_by,         str,  "",     "charge allocations to resources without code changes: thread (the resource threads/NAME of the allocating thread's name); empty: only the control API's scopes") \
+	X(UNDER_VALGRIND, under_valgrind, bool, false,  "1: the programs valgrind's launcher starts keep the shim (to check the shim itself under memcheck); default: they get none, and memcheck reports the program's own errors only")
 
 /* Variables the tfalloc command reads, and what an exec added (core/child_env.h); the shim accepts them silently. */
 #define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED"

@@ -2276,6 +2276,7 @@ keep_child_env(void)
 
 	if (dladdr((void *)keep_child_env, &self) != 0 && self.dli_fname != NULL)
 		(void)tfa_child_env_keep(&child_env, environ, self.dli_fname, child_env_copy);
+	child_env.into_valgrind = opts.under_valgrind;
 	__atomic_store_n(&child_env_kept, true, __ATOMIC_RELEASE);
 	(void)tfa_child_env_take_back(environ);
 }

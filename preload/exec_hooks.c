@@ -107,7 +107,7 @@ child_env_size(const tfa_child_env_t *ce, char *const envp[], bool *without)
 {
 	if (ce == NULL)
 		return 0;
-	*without = tfa_child_env_is_valgrind(envp);
+	*without = !ce->into_valgrind && tfa_child_env_is_valgrind(envp);
 	return *without ? tfa_child_env_size_without(ce, envp) : tfa_child_env_size(ce, envp);
 }
 

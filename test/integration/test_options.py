@@ -127,6 +127,7 @@ ENV_TABLE = {
     "FLUSH_INTERVAL_MS": ("using 5000", {}),
     "LEAK_CLASSES": (BOOL, {}),
     "TAG_BY": ("tagging nothing", {"empty": None, "100kB": "longer than 4095 bytes; using"}),
+    "UNDER_VALGRIND": (BOOL, {}),
     "NOSUCH": ("unknown variable, ignored", {}),
 }
 

@@ -70,7 +70,8 @@
               tp_empty: valgrind's errors and status are those of a plain
               run (0: the shim had put libunwind's probes of memory and its
               own blocks among memcheck's errors, 9); the program valgrind
-              runs has no profile, valgrind's launcher has
+              runs has no profile, valgrind's launcher has; with
+              TFALLOC_UNDER_VALGRIND=1 it has one
 """
 import json
 import os
@@ -459,6 +460,11 @@ def case_valgrind(ctx):
     T.check_eq(r.err, plain.err, "valgrind's report")
     exes = sorted(os.path.basename(p["exe"]) for p in ctx.report(r.outdir, "valgrind")["processes"])
     T.check("tp_empty" not in exes and exes, "profiles of valgrind's launcher, none of its program: %s" % exes)
+    # Asked for, the program keeps the shim (valgrind's report is then about both).
+    argv = ["valgrind", "-q", "--soname-synonyms=somalloc=NONE", ctx.prog("tp_empty")]
+    r = ctx.run_tool(argv, env={"TFALLOC_UNDER_VALGRIND": "1"}, timeout=300)
+    exes = sorted(os.path.basename(p["exe"]) for p in ctx.report(r.outdir, "valgrind")["processes"])
+    T.check("tp_empty" in exes, "with TFALLOC_UNDER_VALGRIND=1, a profile of valgrind's program: %s" % exes)
 
 
 CASES = {

@@ -3,7 +3,10 @@
 # Runs a test program with libtfalloc.so preloaded under valgrind memcheck and
 # fails on any memory error in the shim.  Memcheck's own malloc replacement is
 # turned off (somalloc=NONE) so that the shim's malloc is the one that runs:
-# memcheck then checks every load and store of the shim's code.
+# memcheck then checks every load and store of the shim's code.  The program
+# is a traced child: valgrind's launcher starts it again, under the shim
+# (LD_PRELOAD), which keeps itself in the program only when asked
+# (TFALLOC_UNDER_VALGRIND).
 # Usage: run_memcheck.sh LIB EXPECTED_STATUS PROGRAM [ARGS...]
 set -u
 lib=$1
@@ -13,7 +16,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 valgrind -q --soname-synonyms=somalloc=NONE --error-exitcode=99 --trace-children=yes \
 	--suppressions="$(dirname "$0")/libunwind.supp" \
-	env LD_PRELOAD="$lib" TFALLOC_OUTPUT="$out" TFALLOC_QUIET=1 "$@" >/dev/null 2>"$out/stderr"
+	env LD_PRELOAD="$lib" TFALLOC_OUTPUT="$out" TFALLOC_QUIET=1 TFALLOC_UNDER_VALGRIND=1 "$@" >/dev/null 2>"$out/stderr"
 status=$?
 if [ "$status" -ne "$expected" ]; then
 	echo "memcheck: $* exited $status (expected $expected)"
