@@ -48,12 +48,11 @@ real(const char *name)
 	return p;
 }
 
-#define REAL(type, name) \
+/* name##_sym: glibc's function, found at the first call (an exec fails with ENOSYS without it). */
+#define REAL(name) \
 	static void *name##_sym; \
 	if (name##_sym == NULL) \
 		name##_sym = real(#name); \
-	type name##_fn; \
-	memcpy(&name##_fn, &name##_sym, sizeof(name##_fn)); \
 	if (name##_sym == NULL) { \
 		errno = ENOSYS; \
 		return -1; \
@@ -162,9 +161,8 @@ exec_with_child_env(const struct exec_call *c, char *const envp[])
 TFA_EXPORT int
 execve(const char *path, char *const argv[], char *const envp[])
 {
-	REAL(execve_t, execve);
+	REAL(execve);
 	struct exec_call c = { .kind = CALL_EXECVE, .fn = execve_sym, .path = path, .argv = argv };
-	(void)execve_fn;
 	AROUND_EXEC(c, envp);
 }
 
@@ -177,9 +175,8 @@ execv(const char *path, char *const argv[])
 TFA_EXPORT int
 execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	REAL(execvpe_t, execvpe);
+	REAL(execvpe);
 	struct exec_call c = { .kind = CALL_EXECVPE, .fn = execvpe_sym, .path = file, .argv = argv };
-	(void)execvpe_fn;
 	AROUND_EXEC(c, envp);
 }
 
@@ -192,19 +189,17 @@ execvp(const char *file, char *const argv[])
 TFA_EXPORT int
 fexecve(int fd, char *const argv[], char *const envp[])
 {
-	REAL(fexecve_t, fexecve);
+	REAL(fexecve);
 	struct exec_call c = { .kind = CALL_FEXECVE, .fn = fexecve_sym, .fd = fd, .argv = argv };
-	(void)fexecve_fn;
 	AROUND_EXEC(c, envp);
 }
 
 TFA_EXPORT int
 execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	REAL(execveat_t, execveat);
+	REAL(execveat);
 	struct exec_call c = { .kind = CALL_EXECVEAT, .fn = execveat_sym, .fd = dirfd, .path = path, .argv = argv,
 			       .flags = flags };
-	(void)execveat_fn;
 	AROUND_EXEC(c, envp);
 }
 
