@@ -3453,7 +3453,7 @@ fds_give_back(int made, const struct rlimit *saved)
  * `ulimit -f`, a sandbox) had no profile: "no profile: cannot write ...:
  * File too large".  For as long as the profile takes, the soft limit is
  * raised to the hard one, and the hard one lifted where the process may
- * (CAP_SYS_RESOURCE: root in most containers); then both are put back as
+ * (CAP_SYS_RESOURCE: root, outside most containers); then both are put back as
  * they were.  Returns whether *saved must be put back.
  */
 static bool
