@@ -3,7 +3,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PRELOAD_NAME "LD_PRELOAD"
 #define PRELOAD_EQ   PRELOAD_NAME "="
@@ -385,4 +387,118 @@ tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *
 	}
 	out[k] = NULL;
 	return out;
+}
+
+/* ---- programs whose sanitizer runtime must be the first library --------------------------------- */
+
+static uint64_t
+le(const unsigned char *p, size_t n)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* Whether the NUL-terminated name at offset off of fd is a runtime that must come first. */
+static bool
+needs_first_name(int fd, uint64_t off)
+{
+	static const char *const runtimes[] = { "libasan.so", "libtsan.so", "liblsan.so", "libhwasan.so" };
+	char name[32];
+	ssize_t n = pread(fd, name, sizeof(name) - 1, (off_t)off);
+
+	if (n <= 0)
+		return false;
+	name[n] = '\0';
+	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++)
+		if (strncmp(name, runtimes[i], strlen(runtimes[i])) == 0)
+			return true;
+	return false;
+}
+
+bool
+tfa_child_env_needs_first(int fd)
+{
+	unsigned char eh[64], ph[56], dyn[512];
+	uint64_t dyn_off = 0, dyn_size = 0, strtab = 0, strtab_off = UINT64_MAX;
+
+	if (pread(fd, eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh, "\177ELF", 4) != 0 || eh[4] != 2
+	    || eh[5] != 1)
+		return false; /* only x86-64's own kind of ELF file can take the shim at all */
+	uint64_t phoff = le(eh + 32, 8), phentsize = le(eh + 54, 2), phnum = le(eh + 56, 2);
+	if (phentsize != sizeof(ph) || phnum > 256 || phoff > (uint64_t)INT64_MAX / 2)
+		return false;
+	/* The dynamic section first, then the load segment its string table lies in. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t i = 0; i < phnum; i++) {
+			if (pread(fd, ph, sizeof(ph), (off_t)(phoff + i * sizeof(ph))) != (ssize_t)sizeof(ph))
+				return false;
+			uint64_t type = le(ph, 4), off = le(ph + 8, 8), vaddr = le(ph + 16, 8), filesz = le(ph + 32, 8);
+			if (pass == 0 && type == 2) { /* PT_DYNAMIC */
+				dyn_off = off;
+				dyn_size = filesz;
+			} else if (pass == 1 && type == 1 && strtab >= vaddr && strtab - vaddr < filesz) { /* PT_LOAD */
+				strtab_off = strtab - vaddr + off;
+			}
+		}
+		if (pass == 1)
+			break;
+		/* DT_STRTAB (5), an address. */
+		for (uint64_t at = 0; at < dyn_size && strtab == 0; at += sizeof(dyn)) {
+			ssize_t got = pread(fd, dyn, sizeof(dyn), (off_t)(dyn_off + at));
+			if (got < 16)
+				break;
+			for (ssize_t j = 0; j + 16 <= got; j += 16) {
+				uint64_t tag = le(dyn + j, 8);
+				if (tag == 0)
+					break;
+				if (tag == 5)
+					strtab = le(dyn + j + 8, 8);
+			}
+		}
+		if (strtab == 0)
+			return false;
+	}
+	if (strtab_off == UINT64_MAX)
+		return false;
+	/* Each DT_NEEDED (1): an offset into the string table. */
+	for (uint64_t at = 0; at < dyn_size; at += sizeof(dyn)) {
+		ssize_t got = pread(fd, dyn, sizeof(dyn), (off_t)(dyn_off + at));
+		if (got < 16)
+			return false;
+		for (ssize_t j = 0; j + 16 <= got; j += 16) {
+			uint64_t tag = le(dyn + j, 8);
+			if (tag == 0)
+				return false;
+			if (tag == 1 && needs_first_name(fd, strtab_off + le(dyn + j + 8, 8)))
+				return true;
+		}
+	}
+	return false;
+}
+
+bool
+tfa_child_env_path_needs_first(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	char line[256];
+
+	if (fd < 0)
+		return false;
+	bool first = tfa_child_env_needs_first(fd);
+	ssize_t n = first ? 0 : pread(fd, line, sizeof(line) - 1, 0);
+	close(fd);
+	if (n > 2 && line[0] == '#' && line[1] == '!') {
+		/* A script: its interpreter is the program (one level: the kernel's own limit is 4). */
+		line[n] = '\0';
+		char *interp = line + 2 + strspn(line + 2, " \t");
+		interp[strcspn(interp, " \t\n")] = '\0';
+		if (interp[0] == '/' && (fd = open(interp, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) {
+			first = tfa_child_env_needs_first(fd);
+			close(fd);
+		}
+	}
+	return first;
 }

@@ -93,4 +93,17 @@ size_t tfa_child_env_size_without(const tfa_child_env_t *ce, char *const *envp);
  */
 char **tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *buf, size_t size);
 
+/*
+ * Whether the program in the ELF file open as fd needs a sanitizer's runtime
+ * that must be the first library loaded (DT_NEEDED libasan.so, libtsan.so,
+ * liblsan.so, libhwasan.so, as gcc links them): with the shim ahead of it,
+ * AddressSanitizer stops the program at start ("ASan runtime does not come
+ * first").  Such a program is the sanitizer's to watch, and gets no shim.
+ * Reads with pread only (an exec in a vfork child asks).
+ */
+bool tfa_child_env_needs_first(int fd);
+
+/* The same for the program at path (relative to dirfd), or a #! script's interpreter. */
+bool tfa_child_env_path_needs_first(int dirfd, const char *path);
+
 #endif /* TFA_CORE_CHILD_ENV_H */

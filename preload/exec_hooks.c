@@ -7,10 +7,12 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "core/arena.h"
@@ -97,16 +99,66 @@ exec_call_with(const struct exec_call *c, char *const envp[])
 }
 
 /*
+ * The first executable file named file in the caller's PATH, as execvp
+ * searches it, needs its sanitizer's runtime first (core/child_env.h).
+ */
+static bool
+search_needs_first(const char *file)
+{
+	if (strchr(file, '/') != NULL)
+		return tfa_child_env_path_needs_first(AT_FDCWD, file);
+	const char *dirs = getenv("PATH");
+	char cand[4096];
+	size_t flen = strlen(file);
+
+	if (dirs == NULL)
+		dirs = "/bin:/usr/bin";
+	for (const char *p = dirs;; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dlen = (size_t)(end - p);
+		if (dlen + flen + 2 <= sizeof(cand)) {
+			memcpy(cand, p, dlen);
+			cand[dlen] = '/';
+			memcpy(cand + dlen + (dlen > 0), file, flen + 1);
+			if (access(dlen > 0 ? cand : file, X_OK) == 0)
+				return tfa_child_env_path_needs_first(AT_FDCWD, dlen > 0 ? cand : file);
+		}
+		if (*end == '\0')
+			return false;
+		p = end;
+	}
+}
+
+/* Whether the program the call starts needs its sanitizer's runtime first. */
+static bool
+exec_needs_first(const struct exec_call *c)
+{
+	switch (c->kind) {
+	case CALL_EXECVE:
+		return tfa_child_env_path_needs_first(AT_FDCWD, c->path);
+	case CALL_EXECVPE:
+		return search_needs_first(c->path);
+	case CALL_FEXECVE:
+		return tfa_child_env_needs_first(c->fd);
+	default:
+		if ((c->flags & AT_EMPTY_PATH) && c->path[0] == '\0')
+			return tfa_child_env_needs_first(c->fd);
+		return tfa_child_env_path_needs_first(c->fd, c->path);
+	}
+}
+
+/*
  * The bytes of the environment the new program gets instead of envp (0:
- * envp as it is): tfalloc's parts added where missing, or, for valgrind's
- * tool (core/child_env.h), the shim taken out.
+ * envp as it is): tfalloc's parts added where missing, or the shim taken out
+ * for valgrind's tool and for a program whose sanitizer runtime must come
+ * first (core/child_env.h).  needs_first: the target is such a program.
  */
 static size_t
-child_env_size(const tfa_child_env_t *ce, char *const envp[], bool *without)
+child_env_size(const tfa_child_env_t *ce, char *const envp[], bool needs_first, bool *without)
 {
 	if (ce == NULL)
 		return 0;
-	*without = !ce->into_valgrind && tfa_child_env_is_valgrind(envp);
+	*without = needs_first || (!ce->into_valgrind && tfa_child_env_is_valgrind(envp));
 	return *without ? tfa_child_env_size_without(ce, envp) : tfa_child_env_size(ce, envp);
 }
 
@@ -132,7 +184,7 @@ exec_with_child_env(const struct exec_call *c, char *const envp[])
 	char buf[4096] __attribute__((aligned(16)));
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	bool without = false;
-	size_t need = child_env_size(ce, envp, &without);
+	size_t need = child_env_size(ce, envp, ce != NULL && ce->preload != NULL && exec_needs_first(c), &without);
 
 	if (need == 0)
 		return exec_call_with(c, envp);
@@ -296,12 +348,15 @@ typedef int (*posix_spawn_t)(pid_t *, const char *, const posix_spawn_file_actio
 			     char *const[], char *const[]);
 
 static int
-spawn_with_child_env(posix_spawn_t fn, pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
-		     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+spawn_with_child_env(posix_spawn_t fn, bool search, pid_t *pid, const char *path,
+		     const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr, char *const argv[],
+		     char *const envp[])
 {
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	bool without = false;
-	size_t need = child_env_size(ce, envp, &without);
+	bool first = ce != NULL && ce->preload != NULL
+		     && (search ? search_needs_first(path) : tfa_child_env_path_needs_first(AT_FDCWD, path));
+	size_t need = child_env_size(ce, envp, first, &without);
 
 	if (need == 0)
 		return fn(pid, path, actions, attr, argv, envp);
@@ -326,7 +381,7 @@ posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *acti
 	if (sym == NULL)
 		return ENOSYS;
 	memcpy(&fn, &sym, sizeof(fn));
-	return spawn_with_child_env(fn, pid, path, actions, attr, argv, envp);
+	return spawn_with_child_env(fn, false, pid, path, actions, attr, argv, envp);
 }
 
 TFA_EXPORT int
@@ -341,7 +396,7 @@ posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *act
 	if (sym == NULL)
 		return ENOSYS;
 	memcpy(&fn, &sym, sizeof(fn));
-	return spawn_with_child_env(fn, pid, file, actions, attr, argv, envp);
+	return spawn_with_child_env(fn, true, pid, file, actions, attr, argv, envp);
 }
 
 /*

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/child_env.h"
 #include "core/options.h"
 #include "tools/gate.h"
 
@@ -716,14 +717,17 @@ run_set_env(const struct run_opts *o, const char *lib, const char *dir)
 	char *preload;
 	int rc = 0;
 
-	if (prev != NULL && prev[0] != '\0')
-		rc = asprintf(&preload, "%s:%s", lib, prev);
-	else
-		rc = asprintf(&preload, "%s", lib);
-	if (rc < 0)
-		return run_fail("out of memory");
-	rc = setenv("LD_PRELOAD", preload, 1);
-	free(preload);
+	/* lib NULL: the command runs without the shim (its options are set all the same). */
+	if (lib != NULL) {
+		if (prev != NULL && prev[0] != '\0')
+			rc = asprintf(&preload, "%s:%s", lib, prev);
+		else
+			rc = asprintf(&preload, "%s", lib);
+		if (rc < 0)
+			return run_fail("out of memory");
+		rc = setenv("LD_PRELOAD", preload, 1);
+		free(preload);
+	}
 	if (rc == 0)
 		rc = setenv("TFALLOC_OUTPUT", dir, 1);
 	if (rc == 0 && o->allocator != NULL)
@@ -970,6 +974,11 @@ tfa_cmd_run(int argc, char **argv)
 	prog = run_search_path(o.cmd[0]);
 	if (prog != NULL)
 		run_check_program(prog, 0);
+	/* A sanitizer that must be the first library stops the program if the shim comes before it. */
+	bool no_shim = prog != NULL && tfa_child_env_path_needs_first(AT_FDCWD, prog);
+	if (no_shim)
+		fprintf(stderr, "tfalloc: %s needs its sanitizer's runtime (AddressSanitizer, ThreadSanitizer) "
+		        "loaded first: it runs without the shim, and without a profile\n", prog);
 	free(prog);
 
 	dir = run_output_dir(&o);
@@ -978,7 +987,7 @@ tfa_cmd_run(int argc, char **argv)
 		goto out_free;
 	}
 	bool closing_line = !o.quiet && !run_env_true("TFALLOC_QUIET");
-	if (run_set_env(&o, lib, dir) != 0) {
+	if (run_set_env(&o, no_shim ? NULL : lib, dir) != 0) {
 		rc = TFA_EXIT_RUN_FAILED;
 		goto out_free;
 	}

@@ -72,6 +72,12 @@
               own blocks among memcheck's errors, 9); the program valgrind
               runs has no profile, valgrind's launcher has; with
               TFALLOC_UNDER_VALGRIND=1 it has one
+  sanitizer   tp_asan (built with AddressSanitizer, whose runtime must be the
+              first library): under tfalloc run, and started by a shell with
+              its environment and with none (env -i), by name through PATH and
+              by path, it runs as without tfalloc (it had stopped at start:
+              "ASan runtime does not come first"), without a profile; tfalloc
+              run says so in one line for its command
 """
 import json
 import os
@@ -467,6 +473,22 @@ def case_valgrind(ctx):
     T.check("tp_empty" in exes, "with TFALLOC_UNDER_VALGRIND=1, a profile of valgrind's program: %s" % exes)
 
 
+def case_sanitizer(ctx):
+    path = ctx.prog("tp_asan")
+    plain = ctx.run_plain([path, "1"])
+    T.check_eq((plain.returncode, plain.out), (0, "asan 1\n"), "tp_asan without tfalloc\n" + plain.describe())
+    r = ctx.run_tool([path, "1"], quiet=False)
+    T.check_eq((r.returncode, r.out), (0, "asan 1\n"), "tp_asan under tfalloc run\n" + r.describe())
+    T.check("tfalloc: %s needs its sanitizer's runtime" % path in r.err, "the line for the command\n" + r.err)
+    T.check_eq(os.listdir(r.outdir), [], "profiles of tp_asan")
+    script = ('"$1" 2; env -i "$1" 3; PATH="$(dirname "$1"):$PATH" tp_asan 4')
+    r = ctx.run_tool(["/bin/sh", "-c", script, "sh", path])
+    T.check_eq((r.returncode, r.out), (0, "asan 2\nasan 3\nasan 4\n"),
+               "tp_asan started by a shell under tfalloc run\n" + r.describe())
+    exes = sorted(os.path.basename(p["exe"]) for p in ctx.report(r.outdir, "sanitizer")["processes"])
+    T.check("tp_asan" not in exes, "profiles: none of tp_asan: %s" % exes)
+
+
 CASES = {
     "fork": lambda ctx: fork_case(ctx, None),
     "fork_exit_": lambda ctx: fork_case(ctx, "_exit"),
@@ -475,6 +497,7 @@ CASES = {
     "orphans": case_orphans,
     "child_env": case_child_env,
     "valgrind": case_valgrind,
+    "sanitizer": case_sanitizer,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,

@@ -9,6 +9,7 @@
 #include "core/child_env.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +339,37 @@ START_TEST(valgrind_tool_without_shim)
 }
 END_TEST
 
+START_TEST(sanitizer_runtime_first)
+{
+	/* This test's own binary: gcc links libasan.so into the ASan build's. */
+#if defined(__SANITIZE_ADDRESS__)
+	bool sanitized = true;
+#else
+	bool sanitized = false;
+#endif
+	char self[PATH_MAX], dir[] = "/tmp/check_child_env.XXXXXX", script[PATH_MAX], text[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	ck_assert_int_eq(tfa_child_env_path_needs_first(AT_FDCWD, self), sanitized);
+	ck_assert(!tfa_child_env_path_needs_first(AT_FDCWD, "/bin/sh"));
+	ck_assert(!tfa_child_env_path_needs_first(AT_FDCWD, "/nonexistent/program"));
+	ck_assert(!tfa_child_env_path_needs_first(AT_FDCWD, "/etc/passwd"));
+	/* A script: its interpreter decides. */
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(script, sizeof(script), "%s/script", dir);
+	snprintf(text, sizeof(text), "#! %s -x\necho\n", self);
+	FILE *f = fopen(script, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	ck_assert_int_eq(tfa_child_env_path_needs_first(AT_FDCWD, script), sanitized);
+	unlink(script);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *
 child_env_suite(void)
 {
@@ -357,6 +389,7 @@ child_env_suite(void)
 	tcase_add_test(tc, take_back_ignores_bad_lists);
 	tcase_add_test(tc, small_buffer_refused);
 	tcase_add_test(tc, valgrind_tool_without_shim);
+	tcase_add_test(tc, sanitizer_runtime_first);
 	suite_add_tcase(s, tc);
 	return s;
 }
