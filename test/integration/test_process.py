@@ -72,6 +72,10 @@
               own blocks among memcheck's errors, 9); the program valgrind
               runs has no profile, valgrind's launcher has; with
               TFALLOC_UNDER_VALGRIND=1 it has one
+  fork_kill   tp_fork kill 20: children sent SIGTERM as they return from
+              fork each die of it (the signal had been dropped as the
+              parent's, and the child never ended), as without tfalloc; each
+              leaves a profile (end reason signal, 15)
   sanitizer   tp_asan (built with AddressSanitizer, whose runtime must be the
               first library): under tfalloc run, and started by a shell with
               its environment and with none (env -i), by name through PATH and
@@ -473,6 +477,17 @@ def case_valgrind(ctx):
     T.check("tp_empty" in exes, "with TFALLOC_UNDER_VALGRIND=1, a profile of valgrind's program: %s" % exes)
 
 
+def case_fork_kill(ctx):
+    argv = [ctx.prog("tp_fork"), "kill", "20"]
+    plain = ctx.run_plain(argv)
+    T.check_eq(plain.out, "killed 20 of 20\n", "tp_fork kill 20 without tfalloc\n" + plain.describe())
+    r, rep = ctx.run_and_report(argv, what="tp_fork kill 20")
+    T.check_eq(r.out, plain.out, "tp_fork kill 20 under tfalloc: children ended by SIGTERM")
+    killed = [p for p in rep["processes"] if p.get("end_reason") == "signal"]
+    T.check_eq(len(killed), 20, "profiles of children ended by a signal\n" + T.summary(rep["processes"]))
+    T.check(all(p.get("exit_code") == 15 for p in killed), "their signal: %s" % [p.get("exit_code") for p in killed])
+
+
 def case_sanitizer(ctx):
     path = ctx.prog("tp_asan")
     plain = ctx.run_plain([path, "1"])
@@ -498,6 +513,7 @@ CASES = {
     "child_env": case_child_env,
     "valgrind": case_valgrind,
     "sanitizer": case_sanitizer,
+    "fork_kill": case_fork_kill,
     "exec": case_exec,
     "pipeline": case_pipeline,
     "signal": case_signal,

@@ -37,6 +37,11 @@
  * for its child, sleeps 500 ms and prints "ZOMBIES k": how many children of
  * its own parent (tfalloc run, their subreaper) are zombies, not reaped.
  *
+ * Mode "kill N": N times, forks a child that allocates and sleeps, and
+ * sends it SIGTERM at once (every other time after 200 us), while it may
+ * still be returning from fork; waits 10 s at most for each.  Prints
+ * "killed K of N": the children that SIGTERM ended.
+ *
  * Mode "held": a thread mallocs 4321 bytes, keeps the pointer on its stack
  * only and blocks; the main thread forks a child that exits at once, then
  * lets the thread free the block and end.  In the child the thread is gone
@@ -45,6 +50,7 @@
  * Prints "PARENT pid" and "CHILD pid" lines.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "tp_common.h"
@@ -273,6 +279,41 @@ zombies(int n)
 	return 0;
 }
 
+static int
+fork_kill(int n)
+{
+	int killed = 0;
+
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		TP_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			for (int k = 0; k < 100; k++)
+				free(malloc(16 + (size_t)k));
+			sleep(100);
+			_exit(0);
+		}
+		if (i % 2 == 1)
+			usleep(200);
+		TP_CHECK(kill(pid, SIGTERM) == 0, "kill");
+		int status = 0;
+		pid_t got = 0;
+		for (int waited = 0; waited < 10000 && got == 0; waited++) {
+			got = waitpid(pid, &status, WNOHANG);
+			if (got == 0)
+				usleep(1000);
+		}
+		if (got == 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+		} else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) {
+			killed++;
+		}
+	}
+	tp_out("killed %d of %d\n", killed, n);
+	return 0;
+}
+
 static int held_go[2], held_done[2];
 
 static void *
@@ -326,6 +367,8 @@ main(int argc, char **argv)
 		return fork_threads(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "storm") == 0)
 		return fork_storm(atoi(argv[2]));
+	if (argc > 2 && strcmp(argv[1], "kill") == 0)
+		return fork_kill(atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "zombies") == 0)
 		return zombies(atoi(argv[2]));
 	if (argc > 1 && strcmp(argv[1], "held") == 0)
