@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/child_env.h"
+#include "core/elf.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -391,27 +392,13 @@ tfa_child_env_build_without(const tfa_child_env_t *ce, char *const *envp, void *
 
 /* ---- programs whose sanitizer runtime must be the first library --------------------------------- */
 
-static uint64_t
-le(const unsigned char *p, size_t n)
-{
-	uint64_t v = 0;
-
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-/* Whether the NUL-terminated name at offset off of fd is a runtime that must come first. */
+/* Whether a needed library's name is of a runtime that must come first. */
 static bool
-needs_first_name(int fd, uint64_t off)
+is_first_runtime(const char *name, void *arg)
 {
 	static const char *const runtimes[] = { "libasan.so", "libtsan.so", "liblsan.so", "libhwasan.so" };
-	char name[32];
-	ssize_t n = pread(fd, name, sizeof(name) - 1, (off_t)off);
 
-	if (n <= 0)
-		return false;
-	name[n] = '\0';
+	(void)arg;
 	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++)
 		if (strncmp(name, runtimes[i], strlen(runtimes[i])) == 0)
 			return true;
@@ -419,66 +406,18 @@ needs_first_name(int fd, uint64_t off)
 }
 
 /*
- * One read for the file header and the program headers (a program's are
- * right after the header: 13 on Debian's, 728 bytes), one for the dynamic
- * section, one for each needed library's name: every exec asks.  It read
- * each header apart, twice over, 31 reads an exec (strace -c, 10 execs of
- * /bin/true under the shim: 334 preads, 24 before this check; 64 now).
+ * One read for the file header and the program headers, one for the dynamic
+ * section, one for each needed library's name: every exec asks (strace -c,
+ * 10 execs of /bin/true under the shim: 64 preads, 24 without this check; 334
+ * when it read each header apart, twice over).
  */
-#define ELF_HEAD_BYTES 1024
-#define ELF_DYN_BYTES  1024 /* 64 entries: a program's dynamic section has about 30 */
-#define ELF_MAX_LOADS  8
-
 bool
 tfa_child_env_needs_first(int fd)
 {
-	unsigned char buf[ELF_HEAD_BYTES > ELF_DYN_BYTES ? ELF_HEAD_BYTES : ELF_DYN_BYTES];
-	uint64_t load[ELF_MAX_LOADS][3]; /* vaddr, offset, size in the file */
-	uint64_t needed[ELF_DYN_BYTES / 16];
-	uint64_t dyn_off = 0, dyn_size = 0, strtab = 0;
-	size_t nload = 0, nneeded = 0;
+	unsigned char head[TFA_ELF_HEAD_BYTES];
+	tfa_elf_t e;
 
-	ssize_t got = pread(fd, buf, ELF_HEAD_BYTES, 0);
-	if (got < 64 || memcmp(buf, "\177ELF", 4) != 0 || buf[4] != 2 || buf[5] != 1)
-		return false; /* only x86-64's own kind of ELF file can take the shim at all */
-	uint64_t phoff = le(buf + 32, 8), phentsize = le(buf + 54, 2), phnum = le(buf + 56, 2);
-	if (phentsize != 56 || phoff > (uint64_t)got || phnum > ((uint64_t)got - phoff) / 56)
-		return false; /* headers elsewhere: not a program as linkers lay them out */
-	for (uint64_t i = 0; i < phnum; i++) {
-		const unsigned char *ph = buf + phoff + i * 56;
-		uint64_t type = le(ph, 4);
-		if (type == 2) { /* PT_DYNAMIC */
-			dyn_off = le(ph + 8, 8);
-			dyn_size = le(ph + 32, 8);
-		} else if (type == 1 && nload < ELF_MAX_LOADS) { /* PT_LOAD */
-			load[nload][0] = le(ph + 16, 8);
-			load[nload][1] = le(ph + 8, 8);
-			load[nload][2] = le(ph + 32, 8);
-			nload++;
-		}
-	}
-	if (dyn_size == 0)
-		return false;
-	got = pread(fd, buf, dyn_size < ELF_DYN_BYTES ? dyn_size : ELF_DYN_BYTES, (off_t)dyn_off);
-	for (ssize_t j = 0; j + 16 <= got; j += 16) {
-		uint64_t tag = le(buf + j, 8), val = le(buf + j + 8, 8);
-		if (tag == 0) /* DT_NULL */
-			break;
-		if (tag == 5) /* DT_STRTAB: an address */
-			strtab = val;
-		else if (tag == 1) /* DT_NEEDED: an offset into the string table */
-			needed[nneeded++] = val;
-	}
-	for (size_t i = 0; i < nload; i++) {
-		if (strtab < load[i][0] || strtab - load[i][0] >= load[i][2])
-			continue;
-		uint64_t strtab_off = strtab - load[i][0] + load[i][1];
-		for (size_t k = 0; k < nneeded; k++)
-			if (needs_first_name(fd, strtab_off + needed[k]))
-				return true;
-		return false;
-	}
-	return false;
+	return tfa_elf_open(fd, head, &e) && tfa_elf_any_needed(&e, is_first_runtime, NULL);
 }
 
 bool

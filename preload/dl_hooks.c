@@ -33,6 +33,7 @@
 
 #include "core/arena.h"
 #include "core/common.h"
+#include "core/elf.h"
 #include "core/log.h"
 #include "core/modules.h"
 #include "core/shim.h"
@@ -479,19 +480,15 @@ expand_origin(const char *file, struct link_map *caller, char *buf, size_t size)
 static bool
 elf_for_this_process(const char *path)
 {
-	ElfW(Ehdr) h;
+	unsigned char head[TFA_ELF_HEAD_BYTES];
+	tfa_elf_t e;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	bool ours = true; /* what is no ELF at all, glibc's dlopen refuses: its answer */
 
 	if (fd < 0)
 		return false;
-	if (read(fd, &h, sizeof(h)) == (ssize_t)sizeof(h) && memcmp(h.e_ident, ELFMAG, SELFMAG) == 0) {
-#if defined(__x86_64__)
-		ours = h.e_ident[EI_CLASS] == ELFCLASS64 && h.e_machine == EM_X86_64;
-#elif defined(__aarch64__)
-		ours = h.e_ident[EI_CLASS] == ELFCLASS64 && h.e_machine == EM_AARCH64;
-#endif
-	}
+	if (tfa_elf_open(fd, head, &e))
+		ours = tfa_elf_is_native(&e);
 	close(fd);
 	return ours;
 }

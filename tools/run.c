@@ -41,6 +41,7 @@
 
 #include "core/common.h"
 #include "core/child_env.h"
+#include "core/elf.h"
 #include "core/options.h"
 #include "tools/gate.h"
 
@@ -449,52 +450,23 @@ run_search_path(const char *name)
 	}
 }
 
-static uint64_t
-elf_get(const unsigned char *p, size_t n, bool big_endian)
+/* Whether the ELF file open as fd was linked statically: no PT_INTERP, no loader to preload the shim. */
+static bool
+elf_is_static(int fd)
 {
-	uint64_t v = 0;
+	unsigned char head[TFA_ELF_HEAD_BYTES];
+	tfa_elf_t e;
 
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)p[big_endian ? n - 1 - i : i] << (8 * i);
-	return v;
-}
-
-enum elf_kind_e {
-	ELF_NOT_ELF,
-	ELF_DYNAMIC, /* has PT_INTERP: the loader runs, LD_PRELOAD works */
-	ELF_STATIC,
-};
-
-/* Looks for a PT_INTERP program header in the ELF file open as fd. */
-static enum elf_kind_e
-elf_kind(int fd)
-{
-	unsigned char eh[64], ph[64];
-	bool is64, be;
-	uint64_t phoff, phentsize, phnum, type;
-
-	if (pread(fd, eh, sizeof(eh), 0) < 52 || memcmp(eh, "\177ELF", 4) != 0)
-		return ELF_NOT_ELF;
-	if ((eh[4] != 1 && eh[4] != 2) || (eh[5] != 1 && eh[5] != 2))
-		return ELF_NOT_ELF;
-	is64 = eh[4] == 2;
-	be = eh[5] == 2;
-	type = elf_get(eh + 16, 2, be);
-	if (type != 2 && type != 3) /* ET_EXEC, ET_DYN */
-		return ELF_NOT_ELF;
-	phoff = elf_get(eh + (is64 ? 32 : 28), is64 ? 8 : 4, be);
-	phentsize = elf_get(eh + (is64 ? 54 : 42), 2, be);
-	phnum = elf_get(eh + (is64 ? 56 : 44), 2, be);
-	if (phentsize < (is64 ? 56u : 32u) || phentsize > sizeof(ph)
-	    || phoff > (uint64_t)INT64_MAX / 2)
-		return ELF_NOT_ELF;
-	for (uint64_t i = 0; i < phnum; i++) {
-		if (pread(fd, ph, phentsize, (off_t)(phoff + i * phentsize)) != (ssize_t)phentsize)
-			return ELF_NOT_ELF;
-		if (elf_get(ph, 4, be) == 3) /* PT_INTERP */
-			return ELF_DYNAMIC;
+	if (!tfa_elf_open(fd, head, &e) || (e.type != 2 && e.type != 3)) /* ET_EXEC, ET_DYN */
+		return false;
+	for (unsigned i = 0; i < e.phnum; i++) {
+		tfa_elf_phdr_t ph;
+		if (!tfa_elf_phdr(&e, i, &ph))
+			return false; /* cut short: the exec will say what is wrong */
+		if (ph.type == 3) /* PT_INTERP */
+			return false;
 	}
-	return ELF_STATIC;
+	return true;
 }
 
 /* Warns when the file at path will run without the shim; follows #! lines. */
@@ -556,7 +528,7 @@ run_check_program(const char *path, int depth)
 				run_check_program(prog, depth + 1);
 			free(prog);
 		}
-	} else if (elf_kind(fd) == ELF_STATIC) {
+	} else if (elf_is_static(fd)) {
 		fprintf(stderr,
 		        "tfalloc: %s is statically linked: LD_PRELOAD cannot reach its "
 		        "allocations; it runs without a profile\n",
