@@ -59,6 +59,16 @@ struct parser {
 	size_t nres_devices_cap;
 	size_t ncleanups_cap;
 	size_t ncleanup_groups_cap;
+	/* TFA_REC_STACK_NODES so far, by number - 1: what the leaves' stacks are made of. */
+	struct read_node *nodes;
+	size_t nnodes;
+	size_t nnodes_cap;
+};
+
+struct read_node {
+	uint64_t pc;
+	uint32_t parent; /* 0: an outermost frame */
+	uint32_t depth;  /* frames from this one to the root */
 };
 
 /* One record's payload, read front to back. */
@@ -420,6 +430,16 @@ parse_module(struct record *r)
 	return 0;
 }
 
+/* The largest stack a reader takes, in frames. */
+#define STACK_DEPTH_MAX 4096u
+/*
+ * Frames a leaf of the stack tree may stand for, a byte of the file: a leaf
+ * takes 2 bytes at least, tfalloc's stacks 256 frames at most.  A file of
+ * leaves made to stand for more would take the reader's memory, not give a
+ * profile.
+ */
+#define FRAMES_PER_BYTE 128u
+
 static int
 parse_stacks(struct record *r)
 {
@@ -433,9 +453,9 @@ parse_stacks(struct record *r)
 			return -1;
 		if (id == 0)
 			return fail_at(ps, at, "%s: stack id 0 (reserved for \"no stack\")", r->what);
-		if (depth == 0 || depth > 4096)
+		if (depth == 0 || depth > STACK_DEPTH_MAX)
 			return fail_at(ps, at, "%s: stack %" PRIu32 " of depth %" PRIu32
-			               " (1 to 4096)", r->what, id, depth);
+			               " (1 to %u)", r->what, id, depth, STACK_DEPTH_MAX);
 		if ((uint64_t)depth * 8 > record_left(r))
 			return fail_at(ps, at, "%s: stack %" PRIu32 " of %" PRIu32
 			               " frames overruns its record (%zu bytes left)",
@@ -457,6 +477,131 @@ parse_stacks(struct record *r)
 		for (uint32_t i = 0; i < depth; i++)
 			p->pcs[p->npcs++] = get_u64(ps->data + r->pos + 8 * (size_t)i);
 		r->pos += (size_t)depth * 8;
+	}
+	return 0;
+}
+
+static int
+read_uleb(struct record *r, const char *field, uint64_t *v)
+{
+	size_t at = r->pos;
+	uint64_t x = 0;
+
+	for (unsigned shift = 0;; shift += 7) {
+		if (record_left(r) == 0)
+			return fail_at(r->ps, at, "%s: field '%s' overruns its record", r->what, field);
+		uint8_t b = r->ps->data[r->pos++];
+		/* The tenth byte holds bit 63 alone. */
+		if (shift == 63 && (b & 0xfe) != 0)
+			return fail_at(r->ps, at, "%s: field '%s' is longer than 64 bits", r->what, field);
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			break;
+	}
+	*v = x;
+	return 0;
+}
+
+static int
+read_zigzag(struct record *r, const char *field, uint64_t *delta)
+{
+	uint64_t z;
+
+	if (read_uleb(r, field, &z) < 0)
+		return -1;
+	*delta = (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+	return 0;
+}
+
+/* The u32 number a stack-tree record starts with, which must follow on from the last. */
+static int
+read_first(struct record *r, const char *field, uint64_t want, uint32_t *first)
+{
+	size_t at = r->pos;
+
+	if (read_u32(r, field, first) < 0)
+		return -1;
+	if (*first != want)
+		return fail_at(r->ps, at, "%s: starts at %s %" PRIu32 ", %" PRIu64 " expected", r->what, field,
+		               *first, want);
+	return 0;
+}
+
+static int
+parse_stack_nodes(struct record *r)
+{
+	struct parser *ps = r->ps;
+	uint32_t first;
+
+	if (read_first(r, "node", ps->nnodes + 1, &first) < 0)
+		return -1;
+	while (record_left(r) > 0) {
+		size_t at = r->pos;
+		uint64_t back, delta, no = ps->nnodes + 1;
+		if (read_uleb(r, "parent", &back) < 0 || read_zigzag(r, "address", &delta) < 0)
+			return -1;
+		if (no > UINT32_MAX)
+			return fail_at(ps, at, "%s: more than %" PRIu32 " nodes", r->what, UINT32_MAX);
+		if (back == 0 || back > no)
+			return fail_at(ps, at, "%s: node %" PRIu64 " has its parent %" PRIu64 " back (1 to %" PRIu64 ")",
+			               r->what, no, back, no);
+		struct read_node *n = grow(ps, ps->nodes, ps->nnodes, &ps->nnodes_cap, sizeof(*n));
+		if (n == NULL)
+			return -1;
+		ps->nodes = n;
+		uint32_t parent = (uint32_t)(no - back);
+		const struct read_node *up = parent != 0 ? &ps->nodes[parent - 1] : NULL;
+		if (up != NULL && up->depth >= STACK_DEPTH_MAX - 1)
+			return fail_at(ps, at, "%s: node %" PRIu64 " lies %u frames deep (stacks have up to %u)",
+			               r->what, no, up->depth + 1, STACK_DEPTH_MAX);
+		ps->nodes[ps->nnodes++] = (struct read_node){ .pc = (up != NULL ? up->pc : 0) + delta,
+			                                      .parent = parent,
+			                                      .depth = up != NULL ? up->depth + 1 : 1 };
+	}
+	return 0;
+}
+
+static int
+parse_stack_leaves(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	uint32_t first;
+
+	if (read_u32(r, "first id", &first) < 0)
+		return -1;
+	for (uint64_t id = first; record_left(r) > 0; id++) {
+		size_t at = r->pos;
+		uint64_t parent, delta;
+		if (read_uleb(r, "node", &parent) < 0 || read_zigzag(r, "address", &delta) < 0)
+			return -1;
+		if (id == 0 || id > UINT32_MAX)
+			return fail_at(ps, at, "%s: stack id %" PRIu64 " (1 to %" PRIu32 ")", r->what, id, UINT32_MAX);
+		if (parent > ps->nnodes)
+			return fail_at(ps, at, "%s: stack %" PRIu64 " on node %" PRIu64 ", of %zu read", r->what, id,
+			               parent, ps->nnodes);
+		const struct read_node *up = parent != 0 ? &ps->nodes[parent - 1] : NULL;
+		uint32_t depth = up != NULL ? up->depth + 1 : 1;
+		if (p->npcs + depth > (uint64_t)ps->len * FRAMES_PER_BYTE)
+			return fail_at(ps, at, "%s: its stacks have more frames than a file of %zu bytes holds (%u a byte)",
+			               r->what, ps->len, FRAMES_PER_BYTE);
+		tfa_profile_stack_t *st = grow(ps, p->stacks, p->nstacks, &ps->nstacks_cap, sizeof(*st));
+		if (st == NULL)
+			return -1;
+		p->stacks = st;
+		while (p->npcs + depth > ps->npcs_cap) {
+			uint64_t *pcs = grow(ps, p->pcs, ps->npcs_cap, &ps->npcs_cap, sizeof(*pcs));
+			if (pcs == NULL)
+				return -1;
+			p->pcs = pcs;
+		}
+		st = &p->stacks[p->nstacks++];
+		st->id = (uint32_t)id;
+		st->depth = depth;
+		st->first = p->npcs;
+		p->pcs[p->npcs++] = (up != NULL ? up->pc : 0) + delta;
+		for (; up != NULL; up = up->parent != 0 ? &ps->nodes[up->parent - 1] : NULL)
+			p->pcs[p->npcs++] = up->pc;
 	}
 	return 0;
 }
@@ -562,6 +707,48 @@ parse_site(struct record *r)
 	    || read_counts(r, "counts", s->f, TFA_SITEF_FIELD_COUNT) < 0)
 		return -1;
 	p->nsites++;
+	return 0;
+}
+
+static int
+parse_sites(struct record *r)
+{
+	struct parser *ps = r->ps;
+	tfa_profile_t *p = ps->prof;
+	char *device;
+	uint64_t id = 0;
+
+	if (read_str(r, "device", &device) < 0)
+		return -1;
+	for (bool first = true; record_left(r) > 0; first = false) {
+		size_t at = r->pos;
+		uint64_t step, n;
+		if (read_uleb(r, "stack_id", &step) < 0)
+			return -1;
+		if (step == 0 && !first)
+			return fail_at(ps, at, "%s: stack id %" PRIu64 " twice", r->what, id);
+		id += step;
+		if (id > UINT32_MAX)
+			return fail_at(ps, at, "%s: stack id %" PRIu64 " (0 to %" PRIu32 ")", r->what, id, UINT32_MAX);
+		tfa_profile_site_t *s = grow(ps, p->sites, p->nsites, &ps->nsites_cap, sizeof(*s));
+		if (s == NULL)
+			return -1;
+		p->sites = s;
+		s = &p->sites[p->nsites];
+		memset(s, 0, sizeof(*s));
+		s->device = device;
+		s->stack_id = (uint32_t)id;
+		if (read_uleb(r, "counts", &n) < 0)
+			return -1;
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t v;
+			if (read_uleb(r, "counts", &v) < 0)
+				return -1;
+			if (i < TFA_SITEF_FIELD_COUNT)
+				s->f[i] = v;
+		}
+		p->nsites++;
+	}
 	return 0;
 }
 
@@ -793,8 +980,14 @@ record_name(uint32_t type)
 		return "module record";
 	case TFA_REC_STACKS:
 		return "stacks record";
+	case TFA_REC_STACK_NODES:
+		return "stack nodes record";
+	case TFA_REC_STACK_LEAVES:
+		return "stack leaves record";
 	case TFA_REC_SITE:
 		return "site record";
+	case TFA_REC_SITES:
+		return "sites record";
 	case TFA_REC_TIMELINE:
 		return "timeline record";
 	case TFA_REC_DEVICE_TIMELINE:
@@ -879,8 +1072,17 @@ parse_records(struct parser *ps, size_t off)
 		case TFA_REC_STACKS:
 			rc = parse_stacks(&r);
 			break;
+		case TFA_REC_STACK_NODES:
+			rc = parse_stack_nodes(&r);
+			break;
+		case TFA_REC_STACK_LEAVES:
+			rc = parse_stack_leaves(&r);
+			break;
 		case TFA_REC_SITE:
 			rc = parse_site(&r);
+			break;
+		case TFA_REC_SITES:
+			rc = parse_sites(&r);
 			break;
 		case TFA_REC_TIMELINE:
 			rc = parse_timeline(&r);
@@ -944,10 +1146,12 @@ tfa_profile_parse(const uint8_t *data, size_t len, const char *name, tfa_profile
 	}
 	if (parse_header(&ps, &records_at) < 0 || parse_records(&ps, records_at) < 0)
 		goto out_free;
+	free(ps.nodes);
 	*out = prof;
 	return 0;
 
 out_free:
+	free(ps.nodes);
 	tfa_profile_free(&prof);
 	return -1;
 }

@@ -103,6 +103,29 @@ tfa_pw_u64(tfa_pw_t *w, uint64_t v)
 }
 
 void
+tfa_pw_uleb(tfa_pw_t *w, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+
+	do {
+		b[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		b[n] |= v != 0 ? 0x80 : 0;
+		n++;
+	} while (v != 0);
+	uint8_t *p = rec_room(w, n);
+	if (p != NULL)
+		memcpy(p, b, n);
+}
+
+void
+tfa_pw_zigzag(tfa_pw_t *w, int64_t d)
+{
+	tfa_pw_uleb(w, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+}
+
+void
 tfa_pw_bytes(tfa_pw_t *w, const void *data, size_t n)
 {
 	n = TFA_MIN(n, (size_t)TFA_PROF_MAX_STRING);

@@ -37,6 +37,10 @@ void tfa_pw_open(tfa_pw_t *w, int fd, void *out, size_t out_cap, void *rec, size
 void tfa_pw_begin(tfa_pw_t *w, uint32_t type);
 void tfa_pw_u32(tfa_pw_t *w, uint32_t v);
 void tfa_pw_u64(tfa_pw_t *w, uint64_t v);
+/* An unsigned LEB128 number: 7 bits a byte, low first, the top bit set on all but the last (1 to 10 bytes). */
+void tfa_pw_uleb(tfa_pw_t *w, uint64_t v);
+/* A signed difference as tfa_pw_uleb of its zigzag code, (d << 1) ^ (d >> 63): small either way, small. */
+void tfa_pw_zigzag(tfa_pw_t *w, int64_t d);
 /* A string, cut to TFA_PROF_MAX_STRING bytes. */
 void tfa_pw_str(tfa_pw_t *w, const char *s);
 /* n raw bytes (at most TFA_PROF_MAX_STRING), as a string is written. */

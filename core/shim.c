@@ -2964,15 +2964,57 @@ write_stack_visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 		tfa_pw_u64(w, pcs[i]);
 }
 
+/* The stack table's records being written: the type of the one open (0: none). */
+struct tree_write {
+	tfa_pw_t *w;
+	uint32_t type;
+};
+
+/* Two LEB128 numbers of 10 bytes at most. */
+#define TREE_ENTRY_MAX 20
+
+/* An entry of a TFA_REC_STACK_NODES or _LEAVES record; a record starts with the number of its first. */
+static void
+tree_entry(struct tree_write *tw, uint32_t type, uint32_t number, uint64_t ref, uint64_t pc, uint64_t ref_pc)
+{
+	if (tw->type != type || tfa_pw_room(tw->w) < TREE_ENTRY_MAX) {
+		if (tw->type != 0)
+			tfa_pw_end(tw->w);
+		tfa_pw_begin(tw->w, type);
+		tfa_pw_u32(tw->w, number);
+		tw->type = type;
+	}
+	tfa_pw_uleb(tw->w, ref);
+	tfa_pw_zigzag(tw->w, (int64_t)(pc - ref_pc));
+}
+
+static void
+write_node_visit(void *arg, uint32_t no, uintptr_t pc, uint32_t parent, uintptr_t parent_pc)
+{
+	tree_entry(arg, TFA_REC_STACK_NODES, no, no - parent, pc, parent_pc);
+}
+
+static void
+write_leaf_visit(void *arg, uint32_t id, uintptr_t pc, uint32_t parent, uintptr_t parent_pc)
+{
+	tree_entry(arg, TFA_REC_STACK_LEAVES, id, parent, pc, parent_pc);
+}
+
+/* The TFA_REC_SITES record being written: open, and the last site's stack id in it. */
 struct site_visit {
 	tfa_pw_t *w;
 	const char *device;
+	bool open;
+	uint32_t last;
 };
+
+/* A site's entry: three LEB128 numbers for its id and count, 10 bytes each for its figures. */
+#define SITE_ENTRY_MAX (3 * 10 + TFA_SITEF_FIELD_COUNT * 10)
 
 static void
 write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 {
-	const struct site_visit *v = arg;
+	struct site_visit *v = arg;
 	tfa_pw_t *w = v->w;
 	uint64_t f[TFA_SITEF_FIELD_COUNT] = {
 		[TFA_SITEF_NUM_ALLOCS] = site->allocs,
@@ -2982,11 +3024,30 @@ write_site_visit(void *arg, uint32_t stack_id, const tfa_site_t *site)
 		[TFA_SITEF_BYTES_AT_PEAK] = (uint64_t)TFA_MAX(site->peak_bytes, 0),
 	};
 
-	tfa_pw_begin(w, TFA_REC_SITE);
-	tfa_pw_str(w, v->device);
-	tfa_pw_u32(w, stack_id);
-	tfa_pw_counts(w, f, TFA_SITEF_FIELD_COUNT);
-	tfa_pw_end(w);
+	if (!v->open || tfa_pw_room(w) < SITE_ENTRY_MAX) {
+		if (v->open)
+			tfa_pw_end(w);
+		tfa_pw_begin(w, TFA_REC_SITES);
+		tfa_pw_str(w, v->device);
+		v->open = true;
+		v->last = 0;
+	}
+	tfa_pw_uleb(w, stack_id - v->last);
+	v->last = stack_id;
+	tfa_pw_uleb(w, TFA_SITEF_FIELD_COUNT);
+	for (unsigned i = 0; i < TFA_SITEF_FIELD_COUNT; i++)
+		tfa_pw_uleb(w, f[i]);
+}
+
+/* The sites of one tracker, device's. */
+static void
+write_sites(tfa_pw_t *w, tfa_sites_t *sites, const char *device, int64_t peak, int64_t in_use)
+{
+	struct site_visit v = { .w = w, .device = device };
+
+	tfa_sites_foreach(sites, peak, in_use, write_site_visit, &v);
+	if (v.open)
+		tfa_pw_end(w);
 }
 
 /* How stacks were recorded, the module map, the stack table and the sites. */
@@ -3023,11 +3084,17 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 		tfa_pw_bytes(w, m->build_id, m->build_id_len);
 		tfa_pw_end(w);
 	}
-	tfa_pw_begin(w, TFA_REC_STACKS);
-	tfa_stack_table_foreach(&tfa_process_stacks, write_stack_visit, w);
-	tfa_pw_end(w);
-	struct site_visit v = { .w = w, .device = "cpu" };
-	tfa_sites_foreach(&process_sites, st->peak_bytes_in_use, st->bytes_in_use, write_site_visit, &v);
+	struct tree_write tw = { .w = w };
+	if (tfa_stack_table_foreach_tree(&tfa_process_stacks, write_node_visit, write_leaf_visit, &tw)) {
+		if (tw.type != 0)
+			tfa_pw_end(w);
+	} else {
+		/* No page for the scratch: every stack whole, as before the trie's records. */
+		tfa_pw_begin(w, TFA_REC_STACKS);
+		tfa_stack_table_foreach(&tfa_process_stacks, write_stack_visit, w);
+		tfa_pw_end(w);
+	}
+	write_sites(w, &process_sites, "cpu", st->peak_bytes_in_use, st->bytes_in_use);
 	for (unsigned i = 0; i + 1 < TFA_DEVCODES; i++) {
 		unsigned c = tfa_devcode_at(i);
 		tfa_tracking_allocator_t *ta = tfa_device_tracker_if_used(c);
@@ -3035,8 +3102,7 @@ write_stack_records(tfa_pw_t *w, uint32_t end_reason, const tfa_allocator_stats_
 		if (ta == NULL || ta->sites == NULL)
 			continue;
 		tfa_tracking_allocator_get_stats(ta, &dst);
-		v.device = tfa_devcode_name(c);
-		tfa_sites_foreach(ta->sites, dst.peak_bytes_in_use, dst.bytes_in_use, write_site_visit, &v);
+		write_sites(w, ta->sites, tfa_devcode_name(c), dst.peak_bytes_in_use, dst.bytes_in_use);
 	}
 }
 

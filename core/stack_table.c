@@ -662,6 +662,84 @@ tfa_stack_table_foreach(const tfa_stack_table_t *t,
 	}
 }
 
+/* A node chunk by its address, for node numbers from parent pointers. */
+typedef struct chunk_ref_s {
+	uintptr_t base;
+	uint32_t chunk;
+} chunk_ref_t;
+
+/* The number of node n, from the chunks sorted by address; 0 for NULL (or a node of no chunk). */
+static uint32_t
+node_number(const chunk_ref_t *refs, uint32_t nrefs, const tfa_stack_node_t *n)
+{
+	uintptr_t at = (uintptr_t)n;
+	uint32_t lo = 0, hi = nrefs;
+
+	if (n == NULL)
+		return 0;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (refs[mid].base <= at)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (nrefs == 0 || at < refs[lo].base || at - refs[lo].base >= NODE_CHUNK_BYTES)
+		return 0;
+	return (refs[lo].chunk << TFA_STACK_NODE_CHUNK_LG)
+	       | (uint32_t)((at - refs[lo].base) / sizeof(tfa_stack_node_t));
+}
+
+bool
+tfa_stack_table_foreach_tree(const tfa_stack_table_t *t,
+                             void (*node)(void *arg, uint32_t no, uintptr_t pc, uint32_t parent,
+                                          uintptr_t parent_pc),
+                             void (*stack)(void *arg, uint32_t id, uintptr_t pc, uint32_t parent,
+                                           uintptr_t parent_pc),
+                             void *arg)
+{
+	uint32_t n = tfa_stack_table_count(t), nrefs = 0, last = 0;
+
+	if (n == 0)
+		return true;
+	while (nrefs < TFA_STACK_NODE_CHUNKS && __atomic_load_n(&t->node_chunks[nrefs], __ATOMIC_ACQUIRE) != NULL)
+		nrefs++;
+	size_t bytes = (sizeof(chunk_ref_t) * (nrefs + 1) + 4095) & ~(size_t)4095;
+	chunk_ref_t *refs = tfa_arena_map(bytes);
+	if (refs == NULL)
+		return false;
+	/* Chunks are mapped wherever mmap put them: sorted by address (shell sort: no malloc, few chunks). */
+	for (uint32_t c = 0; c < nrefs; c++)
+		refs[c] = (chunk_ref_t){ (uintptr_t)__atomic_load_n(&t->node_chunks[c], __ATOMIC_RELAXED), c };
+	for (uint32_t gap = nrefs / 2; gap > 0; gap /= 2)
+		for (uint32_t i = gap; i < nrefs; i++)
+			for (uint32_t j = i; j >= gap && refs[j - gap].base > refs[j].base; j -= gap) {
+				chunk_ref_t x = refs[j];
+				refs[j] = refs[j - gap];
+				refs[j - gap] = x;
+			}
+	/*
+	 * Inserts run one at a time and number their nodes in order: every node
+	 * up to the last one a published stack reaches is complete, the ones
+	 * after may be an insert's in progress.
+	 */
+	for (uint32_t id = 1; id <= n; id++) {
+		uint32_t no = node_number(refs, nrefs, stack_node(t, id)->parent);
+		last = no > last ? no : last;
+	}
+	for (uint32_t no = 1; no <= last; no++) {
+		const tfa_stack_node_t *nd = node_at(t, no);
+		node(arg, no, nd->pc, node_number(refs, nrefs, nd->parent), nd->parent != NULL ? nd->parent->pc : 0);
+	}
+	for (uint32_t id = 1; id <= n; id++) {
+		const tfa_stack_node_t *leaf = stack_node(t, id);
+		stack(arg, id, leaf->pc, node_number(refs, nrefs, leaf->parent),
+		      leaf->parent != NULL ? leaf->parent->pc : 0);
+	}
+	tfa_arena_unmap(refs, bytes);
+	return true;
+}
+
 void
 tfa_stack_table_destroy(tfa_stack_table_t *t)
 {

@@ -161,6 +161,24 @@ uint32_t tfa_stack_table_count(const tfa_stack_table_t *t);
 size_t tfa_stack_table_bytes(const tfa_stack_table_t *t);
 
 /*
+ * The table as a profile keeps it (TFA_REC_STACK_NODES, _LEAVES): node(arg,
+ * no, pc, parent, parent_pc) for nodes 1..n in number order, n the last
+ * node a stack published so far reaches, each with its parent's number (0:
+ * an outermost frame, parent_pc 0), always below its own; then stack(arg,
+ * id, pc, parent, parent_pc) for ids 1..count with the innermost frame and
+ * the node of the next outer one.  Stacks interned meanwhile by other
+ * threads may or may not be visited.  false: no memory for the scratch it
+ * maps (a sorted list of the node chunks), nothing visited.
+ * [never allocates] [lock-free]
+ */
+bool tfa_stack_table_foreach_tree(const tfa_stack_table_t *t,
+                                  void (*node)(void *arg, uint32_t no, uintptr_t pc, uint32_t parent,
+                                               uintptr_t parent_pc),
+                                  void (*stack)(void *arg, uint32_t id, uintptr_t pc, uint32_t parent,
+                                                uintptr_t parent_pc),
+                                  void *arg);
+
+/*
  * Calls fn on every stack in id order, with its frames in a buffer of
  * foreach's (valid during the call; TFA_STACK_DEPTH_MAX frames on the
  * stack).  Stacks interned meanwhile by other threads may or may not be

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -551,6 +552,366 @@ START_TEST(test_profile_read_forward_compatible)
 	ck_assert_uint_eq(p.error_totals[3], 0);
 	ck_assert_uint_eq(p.nrecords, 6); /* the unknown ones count too */
 	tfa_profile_free(&p);
+	free(b.p);
+}
+END_TEST
+
+/* LEB128 and zigzag, by the format's words (not the writer's code). */
+static void
+put_uleb(struct buf *b, uint64_t v)
+{
+	for (;;) {
+		uint8_t x = v & 0x7f;
+		v >>= 7;
+		if (v != 0)
+			x |= 0x80;
+		put(b, &x, 1);
+		if (v == 0)
+			return;
+	}
+}
+
+static void
+put_zigzag(struct buf *b, uint64_t pc, uint64_t from)
+{
+	int64_t d = (int64_t)(pc - from);
+
+	put_uleb(b, d >= 0 ? (uint64_t)d * 2 : (uint64_t)(-(d + 1)) * 2 + 1);
+}
+
+/* Node no, pc under parent (0: none) whose pc is parent_pc. */
+static void
+put_node(struct buf *b, uint32_t no, uint64_t pc, uint32_t parent, uint64_t parent_pc)
+{
+	put_uleb(b, no - parent);
+	put_zigzag(b, pc, parent_pc);
+}
+
+static void
+expect_stack(const tfa_profile_t *p, uint32_t id, const uint64_t *want, uint32_t n)
+{
+	uint32_t depth;
+	const uint64_t *pcs = tfa_profile_stack(p, id, &depth);
+
+	ck_assert_ptr_nonnull(pcs);
+	ck_assert_uint_eq(depth, n);
+	ck_assert_mem_eq(pcs, want, n * sizeof(*want));
+}
+
+#define ROOT_PC 0x7f0000001000ull
+
+/* Nodes 1..4 over two records: 1 an outermost frame, 2 and 4 under it, 3 under 2. */
+static void
+rec_nodes(struct buf *b)
+{
+	begin(b, TFA_REC_STACK_NODES);
+	put_u32(b, 1);
+	put_node(b, 1, ROOT_PC, 0, 0);
+	put_node(b, 2, 0x401000, 1, ROOT_PC);
+	end(b);
+	begin(b, TFA_REC_STACK_NODES);
+	put_u32(b, 3);
+	put_node(b, 3, 0x401200, 2, 0x401000);
+	put_node(b, 4, 0x402000, 1, ROOT_PC);
+	end(b);
+}
+
+/*
+ * The stack tree's records: stacks rebuilt from their innermost frame and
+ * node chain, ids counting on across records, beside a whole-stack record
+ * of an older writer.
+ */
+START_TEST(test_profile_read_stack_tree)
+{
+	struct buf b = { 0 };
+	tfa_profile_t p;
+	char err[256];
+
+	header(&b, 1, 16);
+	rec_process(&b, 7, "x");
+	rec_nodes(&b);
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 1);
+	put_uleb(&b, 3);
+	put_zigzag(&b, 0x500000, 0x401200);
+	put_uleb(&b, 0); /* one frame */
+	put_zigzag(&b, 0x600000, 0);
+	end(&b);
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 3);
+	put_uleb(&b, 4);
+	put_zigzag(&b, UINT64_MAX, 0x402000); /* wraps */
+	end(&b);
+	begin(&b, TFA_REC_STACKS);
+	put_u32(&b, 9);
+	put_u32(&b, 2);
+	put_u64(&b, 0x10);
+	put_u64(&b, 0x20);
+	end(&b);
+	rec_end(&b, 1);
+
+	ck_assert_int_eq(parse(b.p, b.len, &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.nstacks, 4);
+	expect_stack(&p, 1, (const uint64_t[]){ 0x500000, 0x401200, 0x401000, ROOT_PC }, 4);
+	expect_stack(&p, 2, (const uint64_t[]){ 0x600000 }, 1);
+	expect_stack(&p, 3, (const uint64_t[]){ UINT64_MAX, 0x402000, ROOT_PC }, 3);
+	expect_stack(&p, 9, (const uint64_t[]){ 0x10, 0x20 }, 2);
+	uint32_t depth;
+	ck_assert_ptr_null(tfa_profile_stack(&p, 4, &depth));
+	tfa_profile_free(&p);
+	free(b.p);
+}
+END_TEST
+
+/* Sites packed many to a record: ids by their steps, fields fewer or more than the reader knows. */
+START_TEST(test_profile_read_sites)
+{
+	struct buf b = { 0 };
+	tfa_profile_t p;
+	char err[256];
+
+	header(&b, 1, 16);
+	rec_process(&b, 7, "x");
+	begin(&b, TFA_REC_SITES);
+	put_str(&b, "cpu");
+	put_uleb(&b, 0); /* stack 0 */
+	put_uleb(&b, TFA_SITEF_FIELD_COUNT);
+	for (unsigned i = 0; i < TFA_SITEF_FIELD_COUNT; i++)
+		put_uleb(&b, 100 + i);
+	put_uleb(&b, 300); /* stack 300: two fields */
+	put_uleb(&b, 2);
+	put_uleb(&b, UINT64_MAX);
+	put_uleb(&b, 7);
+	end(&b);
+	begin(&b, TFA_REC_SITES);
+	put_str(&b, "cuda:0");
+	put_uleb(&b, 5); /* stack 5: a field of a later writer */
+	put_uleb(&b, TFA_SITEF_FIELD_COUNT + 1);
+	for (unsigned i = 0; i <= TFA_SITEF_FIELD_COUNT; i++)
+		put_uleb(&b, (uint64_t)1 << (7 * i));
+	end(&b);
+	rec_end(&b, 1);
+
+	ck_assert_int_eq(parse(b.p, b.len, &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.nsites, 3);
+	ck_assert_str_eq(p.sites[0].device, "cpu");
+	ck_assert_uint_eq(p.sites[0].stack_id, 0);
+	for (unsigned i = 0; i < TFA_SITEF_FIELD_COUNT; i++)
+		ck_assert_uint_eq(p.sites[0].f[i], 100 + i);
+	ck_assert_str_eq(p.sites[1].device, "cpu");
+	ck_assert_uint_eq(p.sites[1].stack_id, 300);
+	ck_assert_uint_eq(p.sites[1].f[0], UINT64_MAX);
+	ck_assert_uint_eq(p.sites[1].f[1], 7);
+	for (unsigned i = 2; i < TFA_SITEF_FIELD_COUNT; i++)
+		ck_assert_uint_eq(p.sites[1].f[i], 0);
+	ck_assert_str_eq(p.sites[2].device, "cuda:0");
+	ck_assert_uint_eq(p.sites[2].stack_id, 5);
+	for (unsigned i = 0; i < TFA_SITEF_FIELD_COUNT; i++)
+		ck_assert_uint_eq(p.sites[2].f[i], (uint64_t)1 << (7 * i));
+	tfa_profile_free(&p);
+	free(b.p);
+
+	/* A site twice in a record; a stack id past 32 bits; figures cut short. */
+	for (int kind = 0; kind < 3; kind++) {
+		size_t at;
+		b = (struct buf){ 0 };
+		header(&b, 1, 16);
+		rec_process(&b, 7, "x");
+		begin(&b, TFA_REC_SITES);
+		put_str(&b, "cpu");
+		put_uleb(&b, 9);
+		put_uleb(&b, 0);
+		at = b.len;
+		put_uleb(&b, kind == 1 ? UINT32_MAX : kind == 2 ? 1 : 0);
+		put_uleb(&b, kind == 2 ? 3 : 0);
+		if (kind == 2)
+			put_uleb(&b, 1);
+		end(&b);
+		rec_end(&b, 1);
+		if (kind == 0)
+			expect_error(&b, b.len, "t.prof: offset %zu: sites record: stack id 9 twice", at);
+		else if (kind == 1)
+			expect_error(&b, b.len, "t.prof: offset %zu: sites record: stack id 4294967304 (0 to 4294967295)",
+			             at);
+		else
+			expect_error(&b, b.len, "t.prof: offset %zu: sites record: field 'counts' overruns its record",
+			             at + 3);
+		free(b.p);
+	}
+}
+END_TEST
+
+/* A profile of a process record, the nodes of rec_nodes, then what the caller adds. */
+static struct buf
+tree_profile(void)
+{
+	struct buf b = { 0 };
+
+	header(&b, 1, 16);
+	rec_process(&b, 7, "x");
+	rec_nodes(&b);
+	return b;
+}
+
+START_TEST(test_profile_read_stack_tree_broken)
+{
+	struct buf b;
+	size_t at;
+
+	/* A record that does not follow on from the last. */
+	b = tree_profile();
+	begin(&b, TFA_REC_STACK_NODES);
+	at = b.len;
+	put_u32(&b, 6);
+	put_node(&b, 6, 0x1, 0, 0);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: stack nodes record: starts at node 6, 5 expected", at);
+	free(b.p);
+
+	/* A node its own parent, and one whose parent would come before node 1. */
+	for (uint64_t back = 0; back <= 6; back += 6) {
+		b = tree_profile();
+		begin(&b, TFA_REC_STACK_NODES);
+		put_u32(&b, 5);
+		at = b.len;
+		put_uleb(&b, back);
+		put_uleb(&b, 0);
+		end(&b);
+		rec_end(&b, 1);
+		expect_error(&b, b.len,
+		             "t.prof: offset %zu: stack nodes record: node 5 has its parent %" PRIu64
+		             " back (1 to 5)", at, back);
+		free(b.p);
+	}
+
+	/* A stack on a node not read (yet). */
+	b = tree_profile();
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 1);
+	at = b.len;
+	put_uleb(&b, 5);
+	put_uleb(&b, 0);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: stack 1 on node 5, of 4 read", at);
+	free(b.p);
+
+	/* Stack id 0, and ids that would pass 2^32 - 1. */
+	b = tree_profile();
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 0);
+	at = b.len;
+	put_uleb(&b, 1);
+	put_uleb(&b, 0);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: stack id 0 (1 to 4294967295)", at);
+	free(b.p);
+	b = tree_profile();
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, UINT32_MAX);
+	put_uleb(&b, 1);
+	put_uleb(&b, 0);
+	at = b.len;
+	put_uleb(&b, 1);
+	put_uleb(&b, 0);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: stack id 4294967296 (1 to 4294967295)",
+	             at);
+	free(b.p);
+
+	/* A number of 11 bytes, one whose tenth byte holds more than bit 63, one cut short. */
+	for (int kind = 0; kind < 3; kind++) {
+		b = tree_profile();
+		begin(&b, TFA_REC_STACK_LEAVES);
+		put_u32(&b, 1);
+		at = b.len;
+		uint8_t bytes[11];
+		memset(bytes, 0x80, sizeof(bytes));
+		bytes[10] = 0x01;
+		if (kind == 1)
+			bytes[9] = 0x02;
+		put(&b, bytes, kind == 0 ? 11 : kind == 1 ? 10 : 3);
+		end(&b);
+		rec_end(&b, 1);
+		if (kind < 2)
+			expect_error(&b, b.len,
+			             "t.prof: offset %zu: stack leaves record: field 'node' is longer than 64 bits", at);
+		else
+			expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: field 'node' overruns its record",
+			             at);
+		free(b.p);
+	}
+
+	/* A stack recorded twice: by the tree and by a whole-stack record. */
+	b = tree_profile();
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 1);
+	put_uleb(&b, 1);
+	put_uleb(&b, 0);
+	end(&b);
+	begin(&b, TFA_REC_STACKS);
+	put_u32(&b, 1);
+	put_u32(&b, 1);
+	put_u64(&b, 0x10);
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len, "t.prof: stack 1 is recorded twice");
+	free(b.p);
+}
+END_TEST
+
+/* A chain deeper than a stack may be; leaves that stand for more frames than the file could. */
+START_TEST(test_profile_read_stack_tree_too_deep)
+{
+	struct buf b = { 0 };
+	size_t at = 0;
+
+	header(&b, 1, 16);
+	rec_process(&b, 7, "x");
+	begin(&b, TFA_REC_STACK_NODES);
+	put_u32(&b, 1);
+	for (uint32_t no = 1; no <= 4096; no++) {
+		if (no == 4096)
+			at = b.len;
+		put_uleb(&b, 1);
+		put_uleb(&b, 2);
+	}
+	end(&b);
+	rec_end(&b, 1);
+	expect_error(&b, b.len,
+	             "t.prof: offset %zu: stack nodes record: node 4096 lies 4096 frames deep (stacks have up to 4096)",
+	             at);
+	free(b.p);
+
+	/* 3,000 nodes deep, then 1,000 stacks of 2 bytes on the deepest: 3 million frames from 10 KB. */
+	b = (struct buf){ 0 };
+	header(&b, 1, 16);
+	rec_process(&b, 7, "x");
+	begin(&b, TFA_REC_STACK_NODES);
+	put_u32(&b, 1);
+	for (uint32_t no = 1; no <= 3000; no++) {
+		put_uleb(&b, 1);
+		put_uleb(&b, 2);
+	}
+	end(&b);
+	begin(&b, TFA_REC_STACK_LEAVES);
+	put_u32(&b, 1);
+	size_t first = b.len;
+	for (uint32_t id = 1; id <= 1000; id++) {
+		put_uleb(&b, 3000);
+		put_uleb(&b, 2);
+	}
+	end(&b);
+	rec_end(&b, 1);
+	/* The first leaf past 128 frames a byte (3,001 each). */
+	size_t fits = (b.len * 128) / 3001;
+	expect_error(&b, b.len,
+	             "t.prof: offset %zu: stack leaves record: its stacks have more frames than a file of %zu bytes "
+	             "holds (128 a byte)",
+	             first + fits * 3, b.len);
 	free(b.p);
 }
 END_TEST
@@ -1169,6 +1530,8 @@ profile_read_suite(void)
 	tcase_add_test(tc, test_profile_read_snapshot);
 	tcase_add_test(tc, test_profile_read_forward_compatible);
 	tcase_add_test(tc, test_profile_read_timeline);
+	tcase_add_test(tc, test_profile_read_stack_tree);
+	tcase_add_test(tc, test_profile_read_sites);
 	tcase_add_test(tc, test_profile_read_track);
 	tcase_add_test(tc, test_sample_weight);
 	tcase_add_test(tc, test_profile_read_many_records);
@@ -1178,6 +1541,8 @@ profile_read_suite(void)
 	tcase_add_test(tc, test_profile_read_bad_headers);
 	tcase_add_test(tc, test_profile_read_truncated);
 	tcase_add_test(tc, test_profile_read_too_large);
+	tcase_add_test(tc, test_profile_read_stack_tree_broken);
+	tcase_add_test(tc, test_profile_read_stack_tree_too_deep);
 	tcase_add_test(tc, test_profile_read_checksum);
 	tcase_add_test(tc, test_profile_read_overruns);
 	tcase_add_test(tc, test_profile_read_structure);

@@ -121,6 +121,76 @@ visit(void *arg, uint32_t id, const uintptr_t *pcs, unsigned depth)
 		c->bad++;
 }
 
+/*
+ * tfa_stack_table_foreach_tree's visitors: the nodes kept as they come (each
+ * numbered on from the last, its parent numbered below it and its parent's
+ * pc the one kept), then each stack's frames rebuilt from its innermost pc
+ * and node chain, and compared with tfa_stack_table_get's.
+ */
+struct tree_ctx {
+	const tfa_stack_table_t *t;
+	uintptr_t *pc;
+	uint32_t *parent;
+	uint32_t nnodes, cap;
+	uint32_t next_id;
+	uint32_t bad;
+};
+
+static void
+visit_tree_node(void *arg, uint32_t no, uintptr_t pc, uint32_t parent, uintptr_t parent_pc)
+{
+	struct tree_ctx *c = arg;
+
+	if (no != c->nnodes + 1 || parent >= no || parent_pc != (parent != 0 ? c->pc[parent] : 0)) {
+		c->bad++;
+		return;
+	}
+	if (no >= c->cap) {
+		c->cap = c->cap == 0 ? 1024 : c->cap * 2;
+		c->pc = realloc(c->pc, c->cap * sizeof(*c->pc));
+		c->parent = realloc(c->parent, c->cap * sizeof(*c->parent));
+		if (c->pc == NULL || c->parent == NULL)
+			abort();
+	}
+	c->pc[no] = pc;
+	c->parent[no] = parent;
+	c->nnodes = no;
+}
+
+static void
+visit_tree_stack(void *arg, uint32_t id, uintptr_t pc, uint32_t parent, uintptr_t parent_pc)
+{
+	struct tree_ctx *c = arg;
+	uintptr_t want[TFA_STACK_DEPTH_MAX], got[TFA_STACK_DEPTH_MAX];
+	unsigned depth = 0;
+
+	if (id != c->next_id++ || parent > c->nnodes || parent_pc != (parent != 0 ? c->pc[parent] : 0)) {
+		c->bad++;
+		return;
+	}
+	got[depth++] = pc;
+	for (uint32_t no = parent; no != 0 && depth < TFA_STACK_DEPTH_MAX; no = c->parent[no])
+		got[depth++] = c->pc[no];
+	unsigned want_depth = tfa_stack_table_get(c->t, id, want, TFA_STACK_DEPTH_MAX);
+	if (depth != want_depth || memcmp(got, want, depth * sizeof(*got)) != 0)
+		c->bad++;
+}
+
+/* Problems foreach_tree's view of t has; *stacks: how many it visited. */
+static uint32_t
+check_tree(const tfa_stack_table_t *t, uint32_t *stacks)
+{
+	struct tree_ctx c = { .t = t, .next_id = 1 };
+
+	if (!tfa_stack_table_foreach_tree(t, visit_tree_node, visit_tree_stack, &c))
+		c.bad++;
+	free(c.pc);
+	free(c.parent);
+	*stacks = c.next_id - 1;
+	return c.bad;
+}
+
+/* ---- basics ------------------------------------------------------------------------------- */
 /* ---- basics ------------------------------------------------------------------------------- */
 
 START_TEST(test_stack_table_dedup)
@@ -418,6 +488,9 @@ START_TEST(test_stack_table_get_foreach_round_trip)
 	tfa_stack_table_foreach(&table, visit, &ctx);
 	ck_assert_uint_eq(ctx.bad, 0);
 	ck_assert_uint_eq(ctx.next_id, n);
+	uint32_t visited;
+	ck_assert_uint_eq(check_tree(&table, &visited), 0);
+	ck_assert_uint_eq(visited, n - 1);
 }
 END_TEST
 
@@ -468,6 +541,11 @@ START_TEST(test_stack_table_many_distinct)
 	struct visit_ctx ctx = { .make = stack_of_id, .next_id = 1 };
 	tfa_stack_table_foreach(&table, visit, &ctx);
 	ck_assert_uint_eq(ctx.bad, 0);
+	/* Nodes over many chunks, wherever mmap put them. */
+	uint32_t visited;
+	ck_assert_uint_gt(table.nodes, 8 * TFA_STACK_NODE_CHUNK);
+	ck_assert_uint_eq(check_tree(&table, &visited), 0);
+	ck_assert_uint_eq(visited, MANY);
 	ck_assert_uint_eq(ctx.next_id, MANY + 1);
 
 	/* Every mapping goes back, the replaced indexes included. */
@@ -550,20 +628,39 @@ mt_read(void *arg)
 	return NULL;
 }
 
+/* A profile's writer meanwhile: every stack published when it starts, whole, and its nodes. */
+static void *
+mt_read_tree(void *arg)
+{
+	uint32_t *walks = arg;
+
+	while (!__atomic_load_n(&mt_stop, __ATOMIC_RELAXED)) {
+		uint32_t before = tfa_stack_table_count(&table), visited;
+		if (check_tree(&table, &visited) != 0 || visited < before)
+			__atomic_fetch_add(&mt_errors, 1, __ATOMIC_RELAXED);
+		++*walks;
+	}
+	return NULL;
+}
+
 START_TEST(test_stack_table_threads)
 {
-	pthread_t th[MT_THREADS], reader;
+	pthread_t th[MT_THREADS], reader, tree_reader;
 	static bool seen[MT_STACKS + 1];
+	uint32_t walks = 0;
 
 	ck_assert_int_eq(pthread_create(&reader, NULL, mt_read, (void *)(uintptr_t)99), 0);
+	ck_assert_int_eq(pthread_create(&tree_reader, NULL, mt_read_tree, &walks), 0);
 	for (uintptr_t t = 0; t < MT_THREADS; t++)
 		ck_assert_int_eq(pthread_create(&th[t], NULL, mt_intern, (void *)t), 0);
 	for (int t = 0; t < MT_THREADS; t++)
 		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
 	__atomic_store_n(&mt_stop, 1, __ATOMIC_RELAXED);
 	ck_assert_int_eq(pthread_join(reader, NULL), 0);
+	ck_assert_int_eq(pthread_join(tree_reader, NULL), 0);
 
 	ck_assert_uint_eq(mt_errors, 0);
+	ck_assert_uint_ge(walks, 1);
 	ck_assert_uint_eq(tfa_stack_table_count(&table), MT_STACKS);
 	for (uint32_t k = 0; k < MT_STACKS; k++) {
 		uint32_t id = mt_ids[0][k];
