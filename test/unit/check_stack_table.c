@@ -491,6 +491,11 @@ START_TEST(test_stack_table_get_foreach_round_trip)
 	uint32_t visited;
 	ck_assert_uint_eq(check_tree(&table, &visited), 0);
 	ck_assert_uint_eq(visited, n - 1);
+	/* No page for its scratch: false, nothing visited (the writer then writes every stack whole). */
+	tfa_arena_inject_failure(0);
+	ck_assert_uint_eq(check_tree(&table, &visited), 1);
+	ck_assert_uint_eq(visited, 0);
+	tfa_arena_inject_failure(-1);
 }
 END_TEST
 
