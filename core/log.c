@@ -386,6 +386,38 @@ tfa_log_fd(void)
 	return tfa_kept_fd_ours(&log_kept) ? log_kept.fd : 2;
 }
 
+/*
+ * TFALLOC_LOG: `tfalloc run` reads its FIFO and prints the lines on its own
+ * stderr.  In each process's stderr, they went into what programs read of
+ * their children's output: cmake's configure captures its compiler checks'
+ * output with their stderr, and failed on a summary line in it ("include
+ * called with invalid argument").
+ */
+static const char *log_path;
+
+void
+tfa_log_set_path(const char *path)
+{
+	__atomic_store_n(&log_path, path, __ATOMIC_RELEASE);
+}
+
+/* Whether the message went to TFALLOC_LOG's file: opened for each message, as messages are few. */
+static bool
+log_to_path(const char *buf, size_t n)
+{
+	const char *path = __atomic_load_n(&log_path, __ATOMIC_ACQUIRE);
+
+	if (path == NULL)
+		return false;
+	/* O_NONBLOCK: a FIFO without a reader refuses at once (ENXIO), a full one fails the write. */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0)
+		return false;
+	bool sent = tfa_write_all(fd, buf, n) == 0;
+	close(fd);
+	return sent;
+}
+
 void
 tfa_log(const char *fmt, ...)
 {
@@ -402,7 +434,8 @@ tfa_log(const char *fmt, ...)
 		n = sizeof(buf) - 2;
 	buf[n++] = '\n';
 	int cancel = tfa_cancel_off();
-	(void)tfa_write_all(tfa_log_fd(), buf, n);
+	if (!log_to_path(buf, n))
+		(void)tfa_write_all(tfa_log_fd(), buf, n);
 	tfa_cancel_restore(cancel);
 	errno = saved_errno;
 }

@@ -59,6 +59,14 @@ void tfa_log_init(void);
 int tfa_log_fd(void);
 
 /*
+ * Sends the messages to the file or FIFO at path (absolute, kept by the
+ * caller) from now on: each one appended in one write, the file made (mode
+ * 0600) when missing; a message the path does not take (no reader on a
+ * FIFO, no permission, no descriptor left) goes to stderr.  NULL: stderr.
+ */
+void tfa_log_set_path(const char *path);
+
+/*
  * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
  * a program that closed its descriptors and opens others does not take its
  * number; under a soft RLIMIT_NOFILE below 1026, from 5 below the limit on.

@@ -31,6 +31,7 @@
 	X(CUDA_TRACE,     cuda_trace,     bool, false,  "log on stderr every CUDA function tfalloc hands out in place of the driver's or the runtime's (dlsym, cuGetProcAddress, cudaGetDriverEntryPoint)") \
 	X(OUTPUT,         output,         str,  "",     "directory for profile files (relative: from the working directory at start); empty: the working directory at start") \
 	X(QUIET,          quiet,          bool, false,  "no summary line on stderr at exit")                     \
+	X(LOG,            log,            str,  "",     "a file or FIFO tfalloc's lines go to instead of stderr (relative: from the working directory at start): appended to, made with mode 0600 when missing; where it cannot be opened, stderr. tfalloc run sets a FIFO it reads; empty: stderr") \
 	X(PROFILE,        profile,        bool, true,   "write a profile file at exit")                          \
 	X(ABORT_ON_ERROR, abort_on_error, bool, false,  "abort() on a double, invalid or mismatched free")        \
 	X(MAX_ERRORS,     max_errors,     uint, 20,     "memory errors printed on stderr, per kind (all are counted)") \

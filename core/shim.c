@@ -2164,30 +2164,49 @@ static void leak_groups_reserve(void);
  * absolute name would not fit.
  */
 static void
-set_outdir(void)
+absolute_path(const char *path, char out[TFA_OPT_STR_MAX])
 {
-	char cwd[sizeof(proc.outdir)];
+	char cwd[TFA_OPT_STR_MAX];
 
-	if (opts.output[0] == '/') {
-		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
+	if (path[0] == '/') {
+		memcpy(out, path, TFA_OPT_STR_MAX);
 		return;
 	}
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
-		tfa_snprintf(proc.outdir, sizeof(proc.outdir), "%s", opts.output[0] != '\0' ? opts.output : ".");
+		tfa_snprintf(out, TFA_OPT_STR_MAX, "%s", path[0] != '\0' ? path : ".");
 		return;
 	}
-	if (opts.output[0] == '\0') {
-		memcpy(proc.outdir, cwd, sizeof(proc.outdir));
+	if (path[0] == '\0') {
+		memcpy(out, cwd, TFA_OPT_STR_MAX);
 		return;
 	}
-	size_t n = strlen(cwd), m = strlen(opts.output);
-	if (n + 1 + m >= sizeof(proc.outdir)) {
-		memcpy(proc.outdir, opts.output, sizeof(proc.outdir));
+	size_t n = strlen(cwd), m = strlen(path);
+	if (n + 1 + m >= TFA_OPT_STR_MAX) {
+		memcpy(out, path, TFA_OPT_STR_MAX);
 		return;
 	}
-	memcpy(proc.outdir, cwd, n);
-	proc.outdir[n] = '/';
-	memcpy(proc.outdir + n + 1, opts.output, m + 1);
+	memcpy(out, cwd, n);
+	out[n] = '/';
+	memcpy(out + n + 1, path, m + 1);
+}
+
+static void
+set_outdir(void)
+{
+	_Static_assert(sizeof(proc.outdir) == TFA_OPT_STR_MAX, "an output directory is an option's string");
+	absolute_path(opts.output, proc.outdir);
+}
+
+/* TFALLOC_LOG, from the working directory at start as TFALLOC_OUTPUT is. */
+static void
+set_log_path(void)
+{
+	static char path[TFA_OPT_STR_MAX];
+
+	if (opts.log[0] == '\0')
+		return;
+	absolute_path(opts.log, path);
+	tfa_log_set_path(path);
 }
 
 /*
@@ -2298,6 +2317,7 @@ tfa_shim_init(void)
 	tfa_log_init();
 	tfa_ptr_table_init_barriers();
 	tfa_options_parse(environ, &opts, log_diag, NULL);
+	set_log_path();
 	keep_child_env();
 	/* Where the limit cannot be raised for the profile (fds_make_room), descriptors are kept for it. */
 	struct rlimit nofile;

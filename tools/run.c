@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -724,6 +725,111 @@ run_set_env(const struct run_opts *o, const char *lib, const char *dir)
 }
 
 /* --------------------------------------------------------------------------
+ * The processes' lines
+ *
+ * Each process's shim writes its lines (the summary at exit, memory errors,
+ * warnings) into a FIFO of tfalloc's (TFALLOC_LOG), and a thread of tfalloc
+ * prints them on tfalloc's stderr.  On their own stderr they went into what
+ * programs read of their children: cmake's configure reads its compiler
+ * checks' output with their stderr, and failed on a summary line in it
+ * ("include called with invalid argument"); a test comparing a child's
+ * stderr failed.  A process that cannot open the FIFO (it changed its user,
+ * its root, or outlived the run) writes to its stderr as before.
+ */
+
+struct run_log {
+	char dir[PATH_MAX];
+	char path[PATH_MAX];
+	int fd; /* read and write: never an end of file while the command runs */
+	pthread_t thread;
+	bool running;
+};
+
+/* Written by run_log_stop after every line there is: messages are text, never a NUL. */
+#define RUN_LOG_END '\0'
+
+static void *
+run_log_forward(void *arg)
+{
+	struct run_log *l = arg;
+	char buf[65536];
+
+	for (;;) {
+		ssize_t n = read(l->fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;
+		char *end = memchr(buf, RUN_LOG_END, (size_t)n);
+		size_t keep = end != NULL ? (size_t)(end - buf) : (size_t)n;
+		for (size_t at = 0; at < keep;) {
+			ssize_t w = write(STDERR_FILENO, buf + at, keep - at);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break; /* stderr gone: the lines are dropped, the run goes on */
+			at += (size_t)w;
+		}
+		if (end != NULL)
+			return NULL;
+	}
+}
+
+/* Makes the FIFO and starts the thread; false (nothing made) when it cannot. */
+static bool
+run_log_start(struct run_log *l)
+{
+	const char *tmp = getenv("TMPDIR");
+	sigset_t all, old;
+
+	l->running = false;
+	if (tmp == NULL || tmp[0] != '/')
+		tmp = "/tmp";
+	if (snprintf(l->dir, sizeof(l->dir), "%s/tfalloc-run.XXXXXX", tmp) >= (int)sizeof(l->dir)
+	    || mkdtemp(l->dir) == NULL)
+		return false;
+	snprintf(l->path, sizeof(l->path), "%s/log", l->dir);
+	if (mkfifo(l->path, 0600) < 0) {
+		rmdir(l->dir);
+		return false;
+	}
+	l->fd = open(l->path, O_RDWR | O_CLOEXEC);
+	/* Signals stay the main thread's: it forwards SIGTERM and SIGHUP to the command. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	bool started = l->fd >= 0 && pthread_create(&l->thread, NULL, run_log_forward, l) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
+		if (l->fd >= 0)
+			close(l->fd);
+		unlink(l->path);
+		rmdir(l->dir);
+		return false;
+	}
+	l->running = true;
+	return true;
+}
+
+/* Prints what came before this, stops the thread and removes the FIFO. */
+static void
+run_log_stop(struct run_log *l)
+{
+	char end = RUN_LOG_END;
+
+	if (!l->running)
+		return;
+	/* After everything the processes wrote: a FIFO keeps the order of its writes. */
+	while (write(l->fd, &end, 1) < 0 && errno == EINTR)
+		;
+	pthread_join(l->thread, NULL);
+	/* Gone: a process that outlived the run writes to its own stderr (no directory to make a file in). */
+	unlink(l->path);
+	rmdir(l->dir);
+	close(l->fd);
+	l->running = false;
+}
+
+/* --------------------------------------------------------------------------
  * Running the command
  */
 
@@ -963,6 +1069,12 @@ tfa_cmd_run(int argc, char **argv)
 		rc = TFA_EXIT_RUN_FAILED;
 		goto out_free;
 	}
+	/* A TFALLOC_LOG of the user's is theirs. */
+	struct run_log log = { .running = false };
+	const char *user_log = getenv("TFALLOC_LOG");
+	if ((user_log == NULL || user_log[0] == '\0') && run_log_start(&log)
+	    && setenv("TFALLOC_LOG", log.path, 1) != 0)
+		run_log_stop(&log);
 	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	/* Profiles of processes that started before this are an earlier run's (a reused --output). */
@@ -980,6 +1092,7 @@ tfa_cmd_run(int argc, char **argv)
 	 */
 	signal(SIGXFSZ, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	run_log_stop(&log);
 	if (ran && closing_line) {
 		fprintf(stderr, "tfalloc: %u profile(s) in %s; read them with: tfalloc report ",
 		        run_count_profiles(dir), dir);

@@ -356,8 +356,9 @@ def case_quiet(ctx):
     T.check(re.search(r"tfalloc: \d+ profile\(s\) in ", r.err), "the closing line:\n" + r.err)
     r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, tool_args=["--leak-gate"] + ALL,
                      env={"TFALLOC_QUIET": "0"})
-    T.check(re.search(r"tfalloc\[\d+\]: tp_sites: peak", open(os.path.join(d, "child.err")).read()),
-            "TFALLOC_QUIET=0 gives the summaries back")
+    T.check(re.search(r"tfalloc\[\d+\]: tp_sites: peak", r.err),
+            "TFALLOC_QUIET=0 gives the summaries back, on tfalloc's stderr:\n" + r.err)
+    T.check_eq(open(os.path.join(d, "child.err")).read(), want, "the child's stderr with TFALLOC_QUIET=0")
 
 
 T.main({

@@ -113,6 +113,7 @@ ENV_TABLE = {
     "CUDA_TRACE": (BOOL, {}),
     "OUTPUT": ("no profile: cannot write", {"empty": None, "100kB": "longer than 4095 bytes; using"}),
     "QUIET": (BOOL, {}),
+    "LOG": (None, {"100kB": "longer than 4095 bytes; using"}),
     "PROFILE": (BOOL, {}),
     "ABORT_ON_ERROR": (BOOL, {}),
     "MAX_ERRORS": ("using 20", {}),

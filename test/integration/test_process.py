@@ -435,6 +435,56 @@ def case_orphans(ctx):
                    "orphans that ended while the command ran, left zombies of tfalloc run %s" % args)
 
 
+def case_log(ctx):
+    # A program that reads its children's stderr (cmake's configure, `$(cmd 2>&1)`) reads theirs
+    # only: the summary lines come on tfalloc run's stderr, through its FIFO (TFALLOC_LOG).
+    script = 'x=$(/bin/true 2>&1); y=$(%s 2>&1 >/dev/null); printf "[%%s][%%s]\\n" "$x" "$y"' % ctx.prog("tp_leaks")
+    plain = ctx.run_plain(["/bin/sh", "-c", script])
+    T.check_eq(plain.returncode, 0, "plain run\n" + plain.describe())
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False)
+    T.check_eq((r.returncode, r.out), (0, plain.out), "what the script read of its children's stderr")
+    for comm in ("true", "tp_leaks", "sh"):
+        T.check(re.search(r"^tfalloc\[\d+\]: %s: peak .*; profile " % comm, r.err, re.M),
+                "%s's summary on tfalloc run's stderr:\n%s" % (comm, r.err))
+    T.check(re.match(r"tfalloc: \d+ profile\(s\) in ", r.err.rstrip("\n").split("\n")[-1]),
+            "the closing line after the summaries:\n" + r.err)
+    T.check_eq([f for f in os.listdir(ctx.scratch) if f.startswith("tfalloc-run.")], [],
+               "tfalloc run's FIFO and its directory, left in TMPDIR")
+
+    # A process that outlives the run writes its line on its own stderr (here: the same pipe).
+    late = "(sleep 1.5; exec /bin/true) & echo started"
+    r = ctx.run_tool(["/bin/sh", "-c", late], quiet=False)
+    T.check_eq((r.returncode, r.out), (0, "started\n"), "the late process's run\n" + r.describe())
+    lines = r.err_lines()
+    closing = [i for i, l in enumerate(lines) if l.startswith("tfalloc: ") and "profile(s) in" in l]
+    true_line = [i for i, l in enumerate(lines) if re.match(r"tfalloc\[\d+\]: true: peak", l)]
+    T.check(len(closing) == 1 and len(true_line) == 1 and true_line[0] > closing[0],
+            "the late process's summary, after the closing line:\n" + r.err)
+    T.check_eq([f for f in os.listdir(ctx.scratch) if f.startswith("tfalloc-run.")], [],
+               "a file the late process made where the FIFO had been")
+
+    # TFALLOC_LOG of one's own: a file (relative: from the working directory at start, made 0600), under
+    # tfalloc run too; one that cannot be opened leaves the line on stderr.
+    cwd = ctx.mkdtemp("cwd")
+    os.mkdir(os.path.join(cwd, "logs"))
+    argv = ["/usr/bin/python3", "-c", "import os; os.chdir('/')"]
+    plain = ctx.run_plain(argv)
+    r = ctx.run_preload(argv, quiet=False, env={"TFALLOC_LOG": "logs/tfa.log"}, cwd=cwd)
+    T.same_output(plain, r, "TFALLOC_LOG=logs/tfa.log")
+    path = os.path.join(cwd, "logs", "tfa.log")
+    T.check(os.path.exists(path), "no logs/tfa.log from the working directory at start: %s" % os.listdir(cwd))
+    T.check_eq(oct(os.stat(path).st_mode & 0o777), oct(0o600), "the log file's mode")
+    text = open(path).read()
+    T.check(re.search(r"^tfalloc\[\d+\]: python3: peak", text, re.M), "the summary in the log file:\n" + text)
+    T.check("tfalloc[" not in r.err, "lines on stderr with TFALLOC_LOG:\n" + r.err)
+    r = ctx.run_tool(["/bin/true"], quiet=False, env={"TFALLOC_LOG": path})
+    T.check(re.search(r"^tfalloc\[\d+\]: true: peak", open(path).read(), re.M) and "tfalloc[" not in r.err,
+            "the user's TFALLOC_LOG under tfalloc run:\n" + r.err)
+    r = ctx.run_preload(["/bin/true"], quiet=False, env={"TFALLOC_LOG": "/nonexistent/dir/tfa.log"})
+    T.check(re.search(r"^tfalloc\[\d+\]: true: peak", r.err, re.M),
+            "a TFALLOC_LOG that cannot be opened: the line on stderr\n" + r.err)
+
+
 def case_child_env(ctx):
     path = ctx.prog("tp_env")
     plain = ctx.run_plain([path, "run"])
@@ -510,6 +560,7 @@ CASES = {
     "fork_threads": case_fork_threads,
     "fork_held": case_fork_held,
     "orphans": case_orphans,
+    "log": case_log,
     "child_env": case_child_env,
     "valgrind": case_valgrind,
     "sanitizer": case_sanitizer,

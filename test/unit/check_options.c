@@ -418,7 +418,7 @@ END_TEST
 /* ---- describe ----------------------------------------------------------------------------- */
 
 static int describe_lines;
-static bool describe_seen[19];
+static bool describe_seen[20];
 
 static void
 describe_cb(void *ctx, const char *line)
@@ -432,7 +432,8 @@ describe_cb(void *ctx, const char *line)
 		                             "TFALLOC_SAMPLE_BYTES ", "TFALLOC_MAX_STACKS ",
 		                             "TFALLOC_FLUSH_INTERVAL_MS ", "TFALLOC_LEAK_CLASSES ",
 		                             "TFALLOC_TAG_BY ",     "TFALLOC_TRACK ",
-		                             "TFALLOC_STACK_CACHE ", "TFALLOC_UNDER_VALGRIND " };
+		                             "TFALLOC_STACK_CACHE ", "TFALLOC_UNDER_VALGRIND ",
+		                             "TFALLOC_LOG " };
 
 	ck_assert_ptr_eq(ctx, &describe_lines);
 	ck_assert_msg(strncmp(line, "TFALLOC_", 8) == 0, "line \"%s\"", line);
@@ -446,7 +447,7 @@ describe_cb(void *ctx, const char *line)
 START_TEST(test_options_describe)
 {
 	tfa_options_describe(describe_cb, &describe_lines);
-	ck_assert_int_eq(describe_lines, 21);
+	ck_assert_int_eq(describe_lines, 22);
 	for (size_t i = 0; i < TFA_ARRAY_SIZE(describe_seen); i++)
 		ck_assert_msg(describe_seen[i], "option %zu not described", i);
 }
