@@ -739,7 +739,7 @@ run_set_env(const struct run_opts *o, const char *lib, const char *dir)
 
 struct run_log {
 	char dir[PATH_MAX];
-	char path[PATH_MAX];
+	char path[PATH_MAX + sizeof("/log")];
 	int fd; /* read and write: never an end of file while the command runs */
 	pthread_t thread;
 	bool running;
