@@ -15,6 +15,8 @@ use, in use at exit == the sum of the leaks' bytes, num_allocs - num_frees
   sqlite3         the sqlite3 CLI on a file database: a table, 5000 inserted
                   rows, an index, joins, a recursive CTE, updates, VACUUM
   cmake           cmake -P a script (C++: lists, strings, regex, JSON, files)
+  cmake_project   cmake configuring (header, symbol, compile and run checks) and
+                  building a C project under tfalloc run with its summary lines on
   sort            sort --parallel=2 -S 64M on a 200000-line file (it sorts in a
                   second thread; a smaller buffer would make it single-threaded)
   xz              xz -T2 compressing 3 MB in blocks (worker threads, large buffers)
@@ -28,6 +30,7 @@ use, in use at exit == the sum of the leaks' bytes, num_allocs - num_frees
 """
 import os
 import random
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -233,6 +236,82 @@ def case_cmake(ctx):
          argv_shim=["/usr/bin/cmake", "-DOUT=" + d2, "-P", script])
 
 
+CMAKE_PROJECT = r'''
+cmake_minimum_required(VERSION 3.13)
+project(probe C)
+include(CheckIncludeFile)
+include(CheckSymbolExists)
+include(CheckCSourceCompiles)
+include(CheckCSourceRuns)
+check_include_file(sys/mman.h HAVE_SYS_MMAN_H)
+check_include_file(no/such_header.h HAVE_NO_SUCH_HEADER_H)
+check_symbol_exists(posix_memalign stdlib.h HAVE_POSIX_MEMALIGN)
+check_c_source_compiles("int main(void) { return __builtin_popcount(7) - 3; }" HAVE_POPCOUNT)
+check_c_source_runs("#include <stdlib.h>
+int main(void) { void *p = malloc(64); free(p); return p == 0; }" MALLOC_RUNS)
+configure_file(${CMAKE_SOURCE_DIR}/config.h.in ${CMAKE_BINARY_DIR}/config.h)
+add_executable(probe probe.c)
+target_include_directories(probe PRIVATE ${CMAKE_BINARY_DIR})
+'''
+
+CONFIG_H_IN = """#cmakedefine HAVE_SYS_MMAN_H 1
+#cmakedefine HAVE_NO_SUCH_HEADER_H 1
+#cmakedefine HAVE_POSIX_MEMALIGN 1
+#cmakedefine HAVE_POPCOUNT 1
+#cmakedefine MALLOC_RUNS 1
+"""
+
+PROBE_C = r'''#include <stdio.h>
+#include "config.h"
+int main(void)
+{
+#ifdef HAVE_SYS_MMAN_H
+	puts("sys/mman.h");
+#endif
+#ifdef HAVE_NO_SUCH_HEADER_H
+	puts("no/such_header.h");
+#endif
+#ifdef HAVE_POSIX_MEMALIGN
+	puts("posix_memalign");
+#endif
+#ifdef HAVE_POPCOUNT
+	puts("popcount");
+#endif
+#ifdef MALLOC_RUNS
+	puts("malloc runs");
+#endif
+	return 0;
+}
+'''
+
+
+def case_cmake_project(ctx):
+    """cmake configuring and building a project under tfalloc run, with the summaries on: it reads its
+    checks' compiler output with their stderr, and failed on a summary line there."""
+    src = ctx.mkdtemp("cmake-src")
+    for name, text in (("CMakeLists.txt", CMAKE_PROJECT), ("config.h.in", CONFIG_H_IN), ("probe.c", PROBE_C)):
+        with open(os.path.join(src, name), "w") as f:
+            f.write(text)
+    results = []
+    for how in ("plain", "tfalloc"):
+        b = ctx.mkdtemp("cmake-build-" + how)
+        script = ("cmake -S %s -B %s >%s/configure.log 2>&1 && cmake --build %s >%s/build.log 2>&1 && %s/probe"
+                  % (src, b, b, b, b, b))
+        if how == "plain":
+            r = ctx.run_plain(["/bin/sh", "-c", script], timeout=300)
+        else:
+            r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, timeout=300)
+        logs = "".join(open(os.path.join(b, f)).read()[-3000:] for f in ("configure.log", "build.log")
+                       if os.path.exists(os.path.join(b, f)))
+        T.check_eq(r.returncode, 0, "cmake %s\n%s\n%s" % (how, r.describe(), logs))
+        results.append((r.out, open(os.path.join(b, "config.h")).read()))
+        if how == "tfalloc":
+            T.check(re.search(r"^tfalloc\[\d+\]: cc1: peak", r.err, re.M),
+                    "the compiler's summary lines on tfalloc run's stderr:\n" + r.err[-3000:])
+    T.check_eq(results[1], results[0], "the probe's output and config.h under tfalloc run")
+    T.check_eq(results[0][0], "sys/mman.h\nposix_memalign\npopcount\nmalloc runs\n", "the probe's output")
+
+
 def text_file(ctx, name, lines, seed):
     rnd = random.Random(seed)
     path = os.path.join(ctx.scratch, name)
@@ -296,6 +375,7 @@ CASES = {
     "python3_threads": case_python3_threads,
     "sqlite3": case_sqlite3,
     "cmake": case_cmake,
+    "cmake_project": case_cmake_project,
     "sort": case_sort,
     "xz": case_xz,
     "python3_deepbind": case_python3_deepbind,
