@@ -440,11 +440,34 @@ parse_module(struct record *r)
  */
 #define FRAMES_PER_BYTE 128u
 
+/* A new stack of depth frames: where its frames go, innermost first; NULL (the error set) without memory. */
+static uint64_t *
+add_stack(struct parser *ps, uint32_t id, uint32_t depth)
+{
+	tfa_profile_t *p = ps->prof;
+	tfa_profile_stack_t *st = grow(ps, p->stacks, p->nstacks, &ps->nstacks_cap, sizeof(*st));
+
+	if (st == NULL)
+		return NULL;
+	p->stacks = st;
+	while (p->npcs + depth > ps->npcs_cap) {
+		uint64_t *pcs = grow(ps, p->pcs, ps->npcs_cap, &ps->npcs_cap, sizeof(*pcs));
+		if (pcs == NULL)
+			return NULL;
+		p->pcs = pcs;
+	}
+	st = &p->stacks[p->nstacks++];
+	st->id = id;
+	st->depth = depth;
+	st->first = p->npcs;
+	p->npcs += depth;
+	return p->pcs + st->first;
+}
+
 static int
 parse_stacks(struct record *r)
 {
 	struct parser *ps = r->ps;
-	tfa_profile_t *p = ps->prof;
 
 	while (record_left(r) > 0) {
 		size_t at = r->pos;
@@ -460,22 +483,11 @@ parse_stacks(struct record *r)
 			return fail_at(ps, at, "%s: stack %" PRIu32 " of %" PRIu32
 			               " frames overruns its record (%zu bytes left)",
 			               r->what, id, depth, record_left(r));
-		tfa_profile_stack_t *st = grow(ps, p->stacks, p->nstacks, &ps->nstacks_cap, sizeof(*st));
-		if (st == NULL)
+		uint64_t *pcs = add_stack(ps, id, depth);
+		if (pcs == NULL)
 			return -1;
-		p->stacks = st;
-		while (p->npcs + depth > ps->npcs_cap) {
-			uint64_t *pcs = grow(ps, p->pcs, ps->npcs_cap, &ps->npcs_cap, sizeof(*pcs));
-			if (pcs == NULL)
-				return -1;
-			p->pcs = pcs;
-		}
-		st = &p->stacks[p->nstacks++];
-		st->id = id;
-		st->depth = depth;
-		st->first = p->npcs;
 		for (uint32_t i = 0; i < depth; i++)
-			p->pcs[p->npcs++] = get_u64(ps->data + r->pos + 8 * (size_t)i);
+			pcs[i] = get_u64(ps->data + r->pos + 8 * (size_t)i);
 		r->pos += (size_t)depth * 8;
 	}
 	return 0;
@@ -585,23 +597,12 @@ parse_stack_leaves(struct record *r)
 		if (p->npcs + depth > (uint64_t)ps->len * FRAMES_PER_BYTE)
 			return fail_at(ps, at, "%s: its stacks have more frames than a file of %zu bytes holds (%u a byte)",
 			               r->what, ps->len, FRAMES_PER_BYTE);
-		tfa_profile_stack_t *st = grow(ps, p->stacks, p->nstacks, &ps->nstacks_cap, sizeof(*st));
-		if (st == NULL)
+		uint64_t *pcs = add_stack(ps, (uint32_t)id, depth);
+		if (pcs == NULL)
 			return -1;
-		p->stacks = st;
-		while (p->npcs + depth > ps->npcs_cap) {
-			uint64_t *pcs = grow(ps, p->pcs, ps->npcs_cap, &ps->npcs_cap, sizeof(*pcs));
-			if (pcs == NULL)
-				return -1;
-			p->pcs = pcs;
-		}
-		st = &p->stacks[p->nstacks++];
-		st->id = (uint32_t)id;
-		st->depth = depth;
-		st->first = p->npcs;
-		p->pcs[p->npcs++] = (up != NULL ? up->pc : 0) + delta;
+		*pcs++ = (up != NULL ? up->pc : 0) + delta;
 		for (; up != NULL; up = up->parent != 0 ? &ps->nodes[up->parent - 1] : NULL)
-			p->pcs[p->npcs++] = up->pc;
+			*pcs++ = up->pc;
 	}
 	return 0;
 }
