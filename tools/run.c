@@ -794,6 +794,14 @@ run_log_start(struct run_log *l)
 		return false;
 	}
 	l->fd = open(l->path, O_RDWR | O_CLOEXEC);
+	/*
+	 * Room for a burst of lines while the thread waits on a slow stderr: a
+	 * line the FIFO has no room for goes to the process's own stderr.  As
+	 * much as an unprivileged pipe may have (pipe-max-size), 64 KiB where
+	 * refused.
+	 */
+	if (l->fd >= 0)
+		(void)fcntl(l->fd, F_SETPIPE_SZ, 1 << 20);
 	/* Signals stay the main thread's: it forwards SIGTERM and SIGHUP to the command. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
