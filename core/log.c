@@ -401,6 +401,26 @@ tfa_log_set_path(const char *path)
 	__atomic_store_n(&log_path, path, __ATOMIC_RELEASE);
 }
 
+/* TFALLOC_LOG's file as it was opened before the process changed its user, its root or its sandbox. */
+static tfa_kept_fd_t log_path_kept = TFA_KEPT_FD_NONE;
+
+/* O_NONBLOCK: a FIFO without a reader refuses at once (ENXIO), a full one fails the write. */
+#define LOG_PATH_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+
+void
+tfa_log_keep(void)
+{
+	const char *path = __atomic_load_n(&log_path, __ATOMIC_ACQUIRE);
+	int saved_errno = errno;
+
+	if (path != NULL && !tfa_kept_fd_ours(&log_path_kept)) {
+		int fd = open(path, LOG_PATH_FLAGS, 0600);
+		if (fd >= 0)
+			tfa_kept_fd_take(&log_path_kept, fd);
+	}
+	errno = saved_errno;
+}
+
 /* Whether the message went to TFALLOC_LOG's file: opened for each message, as messages are few. */
 static bool
 log_to_path(const char *buf, size_t n)
@@ -409,13 +429,14 @@ log_to_path(const char *buf, size_t n)
 
 	if (path == NULL)
 		return false;
-	/* O_NONBLOCK: a FIFO without a reader refuses at once (ENXIO), a full one fails the write. */
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
-	if (fd < 0)
-		return false;
-	bool sent = tfa_write_all(fd, buf, n) == 0;
-	close(fd);
-	return sent;
+	int fd = open(path, LOG_PATH_FLAGS, 0600);
+	if (fd >= 0) {
+		bool sent = tfa_write_all(fd, buf, n) == 0;
+		close(fd);
+		return sent;
+	}
+	/* Refused now (another user, root or sandbox): the descriptor kept from before, if any. */
+	return tfa_kept_fd_ours(&log_path_kept) && tfa_write_all(log_path_kept.fd, buf, n) == 0;
 }
 
 void

@@ -67,6 +67,13 @@ int tfa_log_fd(void);
 void tfa_log_set_path(const char *path);
 
 /*
+ * Opens TFALLOC_LOG's file now and keeps the descriptor (far up,
+ * close-on-exec), for messages the path refuses later: the process is about
+ * to change its user or its root, or to shut itself in a sandbox.
+ */
+void tfa_log_keep(void);
+
+/*
  * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
  * a program that closed its descriptors and opens others does not take its
  * number; under a soft RLIMIT_NOFILE below 1026, from 5 below the limit on.

@@ -347,6 +347,7 @@ def case_setuid(ctx):
         T.check_eq(sizes, [1000, 5000], what + ": the leaks: %r" % proc.get("leaks"))
         g = ctx.run_tool([ctx.prog("tp_setuid"), mode], env=env, tool_args=["--leak-gate"])
         T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
+        lines_to_tool(ctx, [mode], what)
     # Killed after the change: the snapshot it made, not an empty file.
     what = "tp_setuid killed"
     r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "killed"], what=what, expect_status=137)
@@ -358,6 +359,7 @@ def case_setuid(ctx):
     what = "tp_setuid chroot"
     r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "chroot", empty], what=what)
     T.check_eq(r.out, "chrooted\n", what + ": output")
+    lines_to_tool(ctx, ["chroot", empty], what)
     proc = T.only_process(rep, what)
     T.check_exited(proc, 0)
     kinds = sorted((l["bytes"], l["kind"]) for l in proc.get("leaks", []) if l["bytes"] in (1000, 4000, 5000))
@@ -377,6 +379,22 @@ def case_setuid(ctx):
                    what + ": the leaks, classified: %r" % parent[0].get("leaks"))
 
 
+def lines_to_tool(ctx, args, what):
+    """tp_setuid ARGS under tfalloc run with the summaries on, its stderr to a file: its summary comes on
+    tfalloc run's stderr through the FIFO's descriptor it kept from before it changed (it went to
+    its own stderr: the FIFO, root's alone, refused it; a sandbox refused any open)."""
+    d = ctx.mkdtemp("stderr")
+    err = os.path.join(d, "child.err")
+    os.chmod(d, 0o777)
+    script = "%s %s 2>%s" % (ctx.prog("tp_setuid"), " ".join(args), err)
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False)
+    T.check_eq(r.returncode, 0, what + "\n" + r.describe())
+    child = open(err).read()
+    T.check("tfalloc[" not in child, what + ": tfalloc's lines in the program's stderr:\n" + child)
+    T.check(re.search(r"^tfalloc\[\d+\]: tp_setuid: peak", r.err, re.M),
+            what + ": the summary on tfalloc run's stderr:\n" + r.err)
+
+
 def case_sandbox(ctx):
     """tp_setuid sandbox: a seccomp filter, after PR_SET_NO_NEW_PRIVS, that
     refuses to open files (ENOSYS, as man-db's sandbox): the profile is
@@ -388,6 +406,7 @@ def case_sandbox(ctx):
     r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "sandbox"], what=what)
     T.check_eq(r.out, "sandboxed\n", what + ": output")
     T.check("no profile" not in r.err, what + ": stderr\n" + r.err)
+    lines_to_tool(ctx, ["sandbox"], what)
     proc = T.only_process(rep, what)
     T.check_exited(proc, 0)
     T.check_eq(proc.get("complete"), True, what + ": the final profile, not the snapshot")
