@@ -775,9 +775,21 @@ run_log_forward(void *arg)
 	}
 }
 
-/* Makes the FIFO and starts the thread; false (nothing made) when it cannot. */
+/* A directory of tfalloc run's own in parent, into l->dir; false when it cannot be made. */
 static bool
-run_log_start(struct run_log *l)
+run_log_dir(struct run_log *l, const char *parent, const char *name)
+{
+	return snprintf(l->dir, sizeof(l->dir), "%s/%s.XXXXXX", parent, name) < (int)sizeof(l->dir)
+	       && mkdtemp(l->dir) != NULL;
+}
+
+/*
+ * Makes the FIFO, under TMPDIR (or /tmp), else in the output directory (a
+ * read-only /tmp), and starts the thread; false (nothing made) when it
+ * cannot.
+ */
+static bool
+run_log_start(struct run_log *l, const char *outdir)
 {
 	const char *tmp = getenv("TMPDIR");
 	sigset_t all, old;
@@ -785,8 +797,7 @@ run_log_start(struct run_log *l)
 	l->running = false;
 	if (tmp == NULL || tmp[0] != '/')
 		tmp = "/tmp";
-	if (snprintf(l->dir, sizeof(l->dir), "%s/tfalloc-run.XXXXXX", tmp) >= (int)sizeof(l->dir)
-	    || mkdtemp(l->dir) == NULL)
+	if (!run_log_dir(l, tmp, "tfalloc-run") && !run_log_dir(l, outdir, ".tfalloc-run"))
 		return false;
 	snprintf(l->path, sizeof(l->path), "%s/log", l->dir);
 	if (mkfifo(l->path, 0600) < 0) {
@@ -1080,7 +1091,7 @@ tfa_cmd_run(int argc, char **argv)
 	/* A TFALLOC_LOG of the user's is theirs. */
 	struct run_log log = { .running = false };
 	const char *user_log = getenv("TFALLOC_LOG");
-	if ((user_log == NULL || user_log[0] == '\0') && run_log_start(&log)
+	if ((user_log == NULL || user_log[0] == '\0') && run_log_start(&log, dir)
 	    && setenv("TFALLOC_LOG", log.path, 1) != 0)
 		run_log_stop(&log);
 	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */

@@ -450,6 +450,12 @@ def case_log(ctx):
             "the closing line after the summaries:\n" + r.err)
     T.check_eq([f for f in os.listdir(ctx.scratch) if f.startswith("tfalloc-run.")], [],
                "tfalloc run's FIFO and its directory, left in TMPDIR")
+    # No TMPDIR to make it in (a read-only /tmp): the FIFO goes in the output directory, and leaves it.
+    out = ctx.mkdtemp("out_fifo")
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, outdir=out, env={"TMPDIR": "/nonexistent/tmp"})
+    T.check_eq((r.returncode, r.out), (0, plain.out), "what the script read, without a TMPDIR for the FIFO")
+    T.check(re.search(r"^tfalloc\[\d+\]: tp_leaks: peak", r.err, re.M), "the summary, without a TMPDIR:\n" + r.err)
+    T.check_eq([f for f in os.listdir(out) if not f.endswith(".prof")], [], "what is left in the output directory")
 
     # A process that outlives the run writes its line on its own stderr (here: the same pipe).
     late = "(sleep 1.5; exec /bin/true) & echo started"
