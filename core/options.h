@@ -48,8 +48,12 @@
 	X(TAG_BY,         tag_by,         str,  "",     "charge allocations to resources without code changes: thread (the resource threads/NAME of the allocating thread's name); empty: only the control API's scopes") \
 	X(UNDER_VALGRIND, under_valgrind, bool, false,  "1: the programs valgrind's launcher starts keep the shim (to check the shim itself under memcheck); default: they get none, and memcheck reports the program's own errors only")
 
-/* Variables the tfalloc command reads, and what an exec added (core/child_env.h); the shim accepts them silently. */
-#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED"
+/*
+ * Variables the tfalloc command reads (TFALLOC_RUN_LOG: the FIFO a tfalloc
+ * run made, which a tfalloc run inside it replaces with its own), and what
+ * an exec added (core/child_env.h); the shim accepts them silently.
+ */
+#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED TFALLOC_RUN_LOG"
 
 typedef enum tfa_opt_state_e {
 	TFA_OPT_DEFAULT = 0, /* not set, or set to a bad value */

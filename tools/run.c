@@ -1088,11 +1088,16 @@ tfa_cmd_run(int argc, char **argv)
 		rc = TFA_EXIT_RUN_FAILED;
 		goto out_free;
 	}
-	/* A TFALLOC_LOG of the user's is theirs. */
+	/*
+	 * A TFALLOC_LOG of the user's is theirs; one a tfalloc run around this
+	 * one made is not: the lines of this run's processes are this run's.
+	 */
 	struct run_log log = { .running = false };
-	const char *user_log = getenv("TFALLOC_LOG");
-	if ((user_log == NULL || user_log[0] == '\0') && run_log_start(&log, dir)
-	    && setenv("TFALLOC_LOG", log.path, 1) != 0)
+	const char *user_log = getenv("TFALLOC_LOG"), *outer_log = getenv("TFALLOC_RUN_LOG");
+	bool users = user_log != NULL && user_log[0] != '\0'
+		     && (outer_log == NULL || strcmp(outer_log, user_log) != 0);
+	if (!users && run_log_start(&log, dir)
+	    && (setenv("TFALLOC_LOG", log.path, 1) != 0 || setenv("TFALLOC_RUN_LOG", log.path, 1) != 0))
 		run_log_stop(&log);
 	/* Orphans of the command come back here, to be waited for (run_reap_orphans). */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);

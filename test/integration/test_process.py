@@ -457,6 +457,17 @@ def case_log(ctx):
     T.check(re.search(r"^tfalloc\[\d+\]: tp_leaks: peak", r.err, re.M), "the summary, without a TMPDIR:\n" + r.err)
     T.check_eq([f for f in os.listdir(out) if not f.endswith(".prof")], [], "what is left in the output directory")
 
+    # A tfalloc run inside a tfalloc run: the inner one's processes' lines are its own.
+    inner_out = ctx.mkdtemp("inner")
+    inner_err = os.path.join(inner_out, "inner.err")
+    r = ctx.run_tool(["/bin/sh", "-c", "%s run --output %s -- /bin/true 2>%s" % (ctx.tool, inner_out, inner_err)],
+                     quiet=False)
+    T.check_eq(r.returncode, 0, "tfalloc run inside tfalloc run\n" + r.describe())
+    inner = open(inner_err).read()
+    T.check(re.search(r"^tfalloc\[\d+\]: true: peak[^\n]*\ntfalloc: \d+ profile\(s\) in ", inner, re.M),
+            "the inner run's stderr: the summary, then its closing line:\n" + inner)
+    T.check(not re.search(r"^tfalloc\[\d+\]: true: peak", r.err, re.M),
+            "the inner run's summary on the outer run's stderr:\n" + r.err)
     # A process that outlives the run writes its line on its own stderr (here: the same pipe).
     late = "(sleep 1.5; exec /bin/true) & echo started"
     r = ctx.run_tool(["/bin/sh", "-c", late], quiet=False)
