@@ -6,7 +6,7 @@
  *
  * Layout, all integers little-endian:
  *
- *   header   8 bytes magic "TFAPROF\0", u32 format version (1), u32 header
+ *   header   8 bytes magic "TFAPROF\0", u32 format version (2), u32 header
  *            size (16).
  *   records  u32 type, u32 payload length (<= TFA_PROF_MAX_RECORD), the
  *            payload, u32 CRC-32 (IEEE, as zlib's crc32) of type, length and
@@ -25,7 +25,14 @@
 #include <stdint.h>
 
 #define TFA_PROF_MAGIC       "TFAPROF"   /* 8 bytes with its NUL */
-#define TFA_PROF_VERSION     1u
+/*
+ * 2: the stack table's trie and packed sites (TFA_REC_STACK_NODES, _LEAVES,
+ * TFA_REC_SITES).  A reader of version 1 would skip those records as a
+ * later format's and show its reports without stacks or sites: it refuses
+ * the file instead, by its version.  Readers read both.
+ */
+#define TFA_PROF_VERSION     2u
+#define TFA_PROF_VERSION_MIN 1u
 #define TFA_PROF_HEADER_SIZE 16u
 #define TFA_PROF_MAX_RECORD  (16u << 20)
 #define TFA_PROF_MAX_STRING  4096u

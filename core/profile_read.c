@@ -946,10 +946,10 @@ parse_header(struct parser *ps, size_t *records_at)
 		            TFA_PROF_HEADER_SIZE);
 	version = get_u32(d + 8);
 	hsize = get_u32(d + 12);
-	if (version != TFA_PROF_VERSION)
+	if (version < TFA_PROF_VERSION_MIN || version > TFA_PROF_VERSION)
 		return fail(ps,
-		            "unsupported format version %" PRIu32 " (this reader knows version %u)",
-		            version, TFA_PROF_VERSION);
+		            "unsupported format version %" PRIu32 " (this reader knows versions %u to %u)",
+		            version, TFA_PROF_VERSION_MIN, TFA_PROF_VERSION);
 	if (hsize < TFA_PROF_HEADER_SIZE)
 		return fail_at(ps, 12, "bad header size %" PRIu32 " (at least %u)", hsize,
 		               TFA_PROF_HEADER_SIZE);

@@ -1111,11 +1111,14 @@ START_TEST(test_profile_read_bad_headers)
 	expect_error(&b, 12, "t.prof: truncated header: 12 bytes, a profile starts with 16");
 	expect_error(&b, 16, "t.prof: cut short: no end record (after 0 records, 16 bytes)");
 	b.len = 0;
-	header(&b, 2, 16);
-	expect_error(&b, 16, "t.prof: unsupported format version 2 (this reader knows version 1)");
+	header(&b, 2, 16); /* the trie's records: read too */
+	expect_error(&b, 16, "t.prof: cut short: no end record (after 0 records, 16 bytes)");
+	b.len = 0;
+	header(&b, 3, 16);
+	expect_error(&b, 16, "t.prof: unsupported format version 3 (this reader knows versions 1 to 2)");
 	b.len = 0;
 	header(&b, 0, 16);
-	expect_error(&b, 16, "t.prof: unsupported format version 0 (this reader knows version 1)");
+	expect_error(&b, 16, "t.prof: unsupported format version 0 (this reader knows versions 1 to 2)");
 	b.len = 0;
 	header(&b, 1, 8);
 	expect_error(&b, 16, "t.prof: offset 12: bad header size 8 (at least 16)");

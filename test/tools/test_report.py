@@ -399,7 +399,7 @@ def case_corrupt_files():
         f"stored 0x{crc_was:08x}, computed 0x{crc_computed:08x}",
         f"tfalloc: report: {p('d-text.prof')}: not a tfalloc profile (bad magic)",
         f"tfalloc: report: {p('e-cut.prof')}: cut short: no end record (after 1 records, {16 + len(body)} bytes)",
-        f"tfalloc: report: {p('f-version.prof')}: unsupported format version 9 (this reader knows version 1)",
+        f"tfalloc: report: {p('f-version.prof')}: unsupported format version 9 (this reader knows versions 1 to 2)",
         f"tfalloc: report: {p('g-empty.prof')}: empty file: not a tfalloc profile",
         f"tfalloc: report: {p('h-dup.prof')}: offset {16 + len(body)}: duplicate process record",
         "tfalloc: report: /nonexistent/x.prof: No such file or directory",
