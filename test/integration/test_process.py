@@ -469,7 +469,7 @@ def case_log(ctx):
     T.check(not re.search(r"^tfalloc\[\d+\]: true: peak", r.err, re.M),
             "the inner run's summary on the outer run's stderr:\n" + r.err)
     # A process that outlives the run writes its line on its own stderr (here: the same pipe).
-    late = "(sleep 1.5; exec /bin/true) & echo started"
+    late = "(sleep 2.5; exec /bin/true) & echo started"  # past tfalloc run's 1 s wait for orphans, with room
     r = ctx.run_tool(["/bin/sh", "-c", late], quiet=False)
     T.check_eq((r.returncode, r.out), (0, "started\n"), "the late process's run\n" + r.describe())
     lines = r.err_lines()
