@@ -2944,11 +2944,9 @@ tfa_shim_before_credentials(void)
 	/* A vfork child (its own pid, its parent's memory) changes nothing of the parent's. */
 	if (tfa_shim_state() != TFA_SHIM_READY || getpid() != proc.pid)
 		return;
-	tfa_log_keep();
-	if (!opts.profile) {
-		errno = saved_errno;
+	tfa_log_keep(); /* errno kept */
+	if (!opts.profile)
 		return;
-	}
 	/*
 	 * No file yet: a snapshot makes it, a whole profile, so that a process
 	 * killed later leaves that (as a periodic snapshot would), not an empty
