@@ -25,6 +25,7 @@
 #include "core/common.h"
 #include "core/profile_read.h"
 #include "tools/json.h"
+#include "tools/profile_dir.h"
 #include "tools/stacks.h"
 #include "tools/tfalloc.h"
 
@@ -261,12 +262,6 @@ match_visit(void *ctx, unsigned index, const tfa_sym_frame_t *fr)
 
 /* ---- reading the run ----------------------------------------------------------------------- */
 
-static int
-name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Findings printed as one: their text, and the pids of the processes (the first LOG_GROUP_PIDS + 1). */
 #define LOG_GROUP_PIDS 20
 struct log_group {
@@ -352,39 +347,18 @@ static void
 gate_read_profiles(struct gate *gt, const char *dir)
 {
 	char err[GATE_ERRLEN];
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	DIR *d = opendir(dir);
-	struct dirent *de;
+	char **names;
+	size_t n;
+	int rc = tfa_profile_dir_list(dir, &names, &n);
 
-	if (d == NULL) {
-		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(dir), strerror(errno));
-		gt->bad_input = true;
+	if (rc != 0) {
+		fprintf(stderr, "tfalloc: leak gate: %s: %s\n", tfa_shown(dir), strerror(-rc));
+		if (rc == -ENOMEM)
+			gt->oom = true;
+		else
+			gt->bad_input = true;
 		return;
 	}
-	while ((de = readdir(d)) != NULL) {
-		size_t len = strlen(de->d_name);
-		if (len <= 5 || strcmp(de->d_name + len - 5, ".prof") != 0)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap == 0 ? 64 : cap * 2;
-			void *arr = realloc(names, ncap * sizeof(*names));
-			if (arr == NULL) {
-				gt->oom = true;
-				break;
-			}
-			names = arr;
-			cap = ncap;
-		}
-		if (asprintf(&names[n], "%s/%s", dir, de->d_name) < 0) {
-			gt->oom = true;
-			break;
-		}
-		n++;
-	}
-	closedir(d);
-	if (n > 0)
-		qsort(names, n, sizeof(*names), name_cmp);
 	gt->profiles = calloc(n != 0 ? n : 1, sizeof(*gt->profiles));
 	gt->syms = calloc(n != 0 ? n : 1, sizeof(*gt->syms));
 	gt->over = calloc(n != 0 ? n : 1, sizeof(*gt->over));

@@ -26,6 +26,7 @@
 #include "core/profile_read.h"
 #include "tools/folded.h"
 #include "tools/html.h"
+#include "tools/profile_dir.h"
 #include "tools/json.h"
 #include "tools/stacks.h"
 #include "tools/pprof.h"
@@ -188,68 +189,34 @@ report_entry_cmp(const void *a, const void *b)
 	return strcmp(x->file, y->file);
 }
 
-static int
-report_name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool
-report_is_prof_name(const char *name)
-{
-	size_t n = strlen(name);
-
-	return n > 5 && strcmp(name + n - 5, ".prof") == 0;
-}
-
-/* Every *.prof file of dir, read in name order, then sorted by pid and start time. */
+/*
+ * Every profile of dir and of its uid-N subdirectories (tools/profile_dir.h),
+ * read in name order, then sorted by pid and start time.
+ */
 static void
 report_read_dir(struct report *r, const char *dir)
 {
 	char err[REPORT_ERRLEN];
-	char **names = NULL;
-	size_t n = 0, cap = 0, first = r->n;
-	struct dirent *de;
-	DIR *d;
+	char **names;
+	size_t n, first = r->n;
+	int rc = tfa_profile_dir_list(dir, &names, &n);
 
-	d = opendir(dir);
-	if (d == NULL) {
-		snprintf(err, sizeof(err), "%s: %s", dir, strerror(errno));
+	if (rc == -ENOMEM) {
+		r->oom = true;
+		return;
+	}
+	if (rc != 0) {
+		snprintf(err, sizeof(err), "%s: %s", dir, strerror(-rc));
 		report_failure(r, err);
 		return;
 	}
-	while ((de = readdir(d)) != NULL) {
-		void *arr = names;
-		char *path;
-
-		if (!report_is_prof_name(de->d_name))
-			continue;
-		if (asprintf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
-		             de->d_name)
-		    < 0) {
-			r->oom = true;
-			break;
-		}
-		if (report_push(&arr, n, &cap, sizeof(char *)) < 0) {
-			free(path);
-			r->oom = true;
-			break;
-		}
-		names = arr;
-		names[n++] = path;
-	}
-	closedir(d);
-	if (n == 0 && !r->oom) {
+	if (n == 0) {
 		snprintf(err, sizeof(err), "%s: no profile files (*.prof) in this directory", dir);
 		report_failure(r, err);
 	}
-	if (n > 0)
-		qsort(names, n, sizeof(char *), report_name_cmp);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		report_read(r, names[i]);
-		free(names[i]);
-	}
-	free(names);
+	tfa_profile_dir_free(names, n);
 	if (r->n > first)
 		qsort(r->entries + first, r->n - first, sizeof(*r->entries), report_entry_cmp);
 }

@@ -249,6 +249,39 @@ def case_directory_order():
        "paths in order")
 
 
+def case_user_dirs():
+    """The profiles of programs started after their process changed its user
+    are in the directory's uid-N (core/handoff.h): read with the directory's
+    own, in path order and then by pid; other subdirectories, a uid-N that is
+    a symlink, and what is not a regular file in a uid-N are passed over."""
+    d = os.path.join(TMP, "run")
+    write("run/tfalloc.a.5.prof", pg.profile([pg.process(pid=5, start_ns=1, command="root's")]))
+    write("run/uid-65534/tfalloc.b.5.prof", pg.profile([pg.process(pid=5, start_ns=2, command="nobody's")]))
+    write("run/uid-1000/tfalloc.c.7.prof", pg.profile([pg.process(pid=7, start_ns=3, command="user's")]))
+    write("run/other/tfalloc.d.8.prof", pg.profile([pg.process(pid=8, command="not read")]))
+    write("run/uid-x/tfalloc.e.9.prof", pg.profile([pg.process(pid=9, command="not read")]))
+    write("elsewhere/tfalloc.f.10.prof", pg.profile([pg.process(pid=10, command="not read")]))
+    os.symlink(os.path.join(TMP, "elsewhere"), os.path.join(d, "uid-42"))
+    os.symlink(os.path.join(TMP, "elsewhere", "tfalloc.f.10.prof"), os.path.join(d, "uid-1000", "link.prof"))
+    os.mkdir(os.path.join(d, "uid-1000", "dir.prof"))
+    doc, err = report_json(d)
+    eq(err, "", "stderr")
+    eq([p["command"] for p in doc["processes"]], ["root's", "nobody's", "user's"], "processes")
+    eq([p["file"] for p in doc["processes"]],
+       [os.path.join(d, "tfalloc.a.5.prof"), os.path.join(d, "uid-65534", "tfalloc.b.5.prof"),
+        os.path.join(d, "uid-1000", "tfalloc.c.7.prof")], "files")
+    # Only uid-N's: a directory with none but them is read all the same.
+    only = os.path.join(TMP, "only")
+    write("only/uid-65534/tfalloc.g.11.prof", pg.profile([pg.process(pid=11, command="only")]))
+    doc, err = report_json(only)
+    eq([p["command"] for p in doc["processes"]], ["only"], "a directory with uid-N's profiles only")
+    # An unreadable uid-N is passed over (root reads any).
+    if os.geteuid() != 0:
+        os.chmod(os.path.join(d, "uid-1000"), 0)
+        doc, err = report_json(d)
+        eq([p["command"] for p in doc["processes"]], ["root's", "nobody's"], "an unreadable uid-N")
+
+
 def case_several_text():
     d = os.path.join(TMP, "two")
     write("two/1.prof", pg.profile([
