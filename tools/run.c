@@ -45,6 +45,7 @@
 #include "core/elf.h"
 #include "core/options.h"
 #include "tools/gate.h"
+#include "tools/profile_dir.h"
 
 /* The shim keeps string options in buffers of this size. */
 #define RUN_ENV_STR_MAX TFA_OPT_STR_MAX
@@ -89,6 +90,8 @@ tfa_run_usage(FILE *f)
 	      "Options:\n"
 	      "  --output DIR       directory for the profiles, created (mode 0700) if missing\n"
 	      "                     (default: ./tfalloc.<name of CMD>.<pid of tfalloc>)\n"
+	      "                     (programs started as user N after their process dropped\n"
+	      "                     root write into DIR/uid-N, which tfalloc report reads)\n"
 	      "  --allocator NAME   host allocator by registry name (jemalloc, glibc)\n"
 	      "  --limit SIZE       bytes_limit of the cpu device: allocations past it fail\n"
 	      "                     (digits with an optional K, M, G or T suffix; 0: none)\n"
@@ -624,27 +627,16 @@ out_free:
 	return NULL;
 }
 
-static bool
-run_is_prof_name(const char *name)
-{
-	size_t n = strlen(name);
-
-	return n > 5 && strcmp(name + n - 5, ".prof") == 0;
-}
-
-static unsigned
+/* The profiles `tfalloc report DIR` reads (tools/profile_dir.h). */
+static size_t
 run_count_profiles(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	unsigned n = 0;
+	char **paths;
+	size_t n;
 
-	if (d == NULL)
+	if (tfa_profile_dir_list(dir, &paths, &n) != 0)
 		return 0;
-	while ((e = readdir(d)) != NULL)
-		if (run_is_prof_name(e->d_name))
-			n++;
-	closedir(d);
+	tfa_profile_dir_free(paths, n);
 	return n;
 }
 
@@ -1118,7 +1110,7 @@ tfa_cmd_run(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	run_log_stop(&log);
 	if (ran && closing_line) {
-		fprintf(stderr, "tfalloc: %u profile(s) in %s; read them with: tfalloc report ",
+		fprintf(stderr, "tfalloc: %zu profile(s) in %s; read them with: tfalloc report ",
 		        run_count_profiles(dir), dir);
 		run_print_shell_word(stderr, dir);
 		fputc('\n', stderr);
