@@ -12,6 +12,7 @@
 #define PRELOAD_EQ   PRELOAD_NAME "="
 #define VAR_PREFIX   "TFALLOC_"
 #define INJECTED_EQ  TFA_CHILD_ENV_INJECTED "="
+#define HANDOFF_EQ   TFA_CHILD_ENV_HANDOFF "="
 
 /* glibc separates LD_PRELOAD's elements by colons and by spaces. */
 static bool
@@ -113,7 +114,8 @@ tfa_child_env_keep(tfa_child_env_t *ce, char *const *envp, const char *self_path
 	for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
 		const char *e = envp[i];
 		if (strncmp(e, VAR_PREFIX, sizeof(VAR_PREFIX) - 1) != 0 || strchr(e, '=') == NULL
-		    || strncmp(e, INJECTED_EQ, sizeof(INJECTED_EQ) - 1) == 0 || ce->nvars == TFA_CHILD_ENV_MAX_VARS)
+		    || strncmp(e, INJECTED_EQ, sizeof(INJECTED_EQ) - 1) == 0
+		    || strncmp(e, HANDOFF_EQ, sizeof(HANDOFF_EQ) - 1) == 0 || ce->nvars == TFA_CHILD_ENV_MAX_VARS)
 			continue;
 		char *copy = copy_str(e, strlen(e));
 		if (copy != NULL)
@@ -179,13 +181,26 @@ tfa_child_env_take_back(char **envp)
 	return changed;
 }
 
+/* ce's variables: those kept at start, then the hand-off of this exec. */
+static size_t
+nvars_of(const tfa_child_env_t *ce)
+{
+	return ce->nvars + (ce->handoff != NULL);
+}
+
+static char *
+var_at(const tfa_child_env_t *ce, size_t i)
+{
+	return i < ce->nvars ? ce->vars[i] : ce->handoff;
+}
+
 /* What envp lacks of ce: *preload_at (-1: no LD_PRELOAD), whether it names the shim, and the vars missing. */
 struct missing {
 	long preload_at;
 	bool preload_ok;
 	size_t nenv;
 	size_t nvars;
-	bool var[TFA_CHILD_ENV_MAX_VARS];
+	bool var[TFA_CHILD_ENV_MAX_VARS + 1];
 	long injected_at; /* a stale TFALLOC_INJECTED, replaced */
 };
 
@@ -199,8 +214,8 @@ find_missing(const tfa_child_env_t *ce, char *const *envp, struct missing *m)
 	m->injected_at = find_entry(envp, TFA_CHILD_ENV_INJECTED, sizeof(TFA_CHILD_ENV_INJECTED) - 1);
 	while (envp != NULL && envp[m->nenv] != NULL)
 		m->nenv++;
-	for (size_t i = 0; i < ce->nvars; i++) {
-		m->var[i] = find_entry(envp, ce->vars[i], name_len(ce->vars[i])) < 0;
+	for (size_t i = 0; i < nvars_of(ce); i++) {
+		m->var[i] = find_entry(envp, var_at(ce, i), name_len(var_at(ce, i))) < 0;
 		m->nvars += m->var[i];
 	}
 }
@@ -215,9 +230,9 @@ strings_size(const tfa_child_env_t *ce, char *const *envp, const struct missing 
 	if (!m->preload_ok)
 		*preload_bytes = sizeof(PRELOAD_EQ) + ce->preload_len + 1
 				 + (m->preload_at >= 0 ? strlen(envp[m->preload_at]) : 0);
-	for (size_t i = 0; i < ce->nvars; i++)
+	for (size_t i = 0; i < nvars_of(ce); i++)
 		if (m->var[i])
-			injected += name_len(ce->vars[i]) + 1;
+			injected += name_len(var_at(ce, i)) + 1;
 	return injected + *preload_bytes;
 }
 
@@ -295,12 +310,12 @@ tfa_child_env_build(const tfa_child_env_t *ce, char *const *envp, void *buf, siz
 		}
 		first = false;
 	}
-	for (size_t i = 0; i < ce->nvars; i++) {
+	for (size_t i = 0; i < nvars_of(ce); i++) {
 		if (!m.var[i])
 			continue;
 		if (!first)
 			*s++ = ',';
-		put(&s, ce->vars[i], name_len(ce->vars[i]));
+		put(&s, var_at(ce, i), name_len(var_at(ce, i)));
 		first = false;
 	}
 	*s++ = '\0';
@@ -322,9 +337,9 @@ tfa_child_env_build(const tfa_child_env_t *ce, char *const *envp, void *buf, siz
 	}
 	if (preload != NULL && m.preload_at < 0)
 		out[n++] = preload;
-	for (size_t i = 0; i < ce->nvars; i++)
+	for (size_t i = 0; i < nvars_of(ce); i++)
 		if (m.var[i])
-			out[n++] = ce->vars[i];
+			out[n++] = var_at(ce, i);
 	out[n++] = injected;
 	out[n] = NULL;
 	return out;

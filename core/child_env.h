@@ -27,6 +27,8 @@
 #include <stddef.h>
 
 #define TFA_CHILD_ENV_INJECTED "TFALLOC_INJECTED"
+/* Descriptors an exec hands on (core/handoff.h): per exec, never kept. */
+#define TFA_CHILD_ENV_HANDOFF "TFALLOC_HANDOFF"
 
 /* At most this many TFALLOC_* variables are kept (there are fewer options). */
 #define TFA_CHILD_ENV_MAX_VARS 64
@@ -37,6 +39,8 @@ typedef struct tfa_child_env_s {
 	char *vars[TFA_CHILD_ENV_MAX_VARS]; /* "TFALLOC_NAME=value", as they reached the process */
 	size_t nvars;
 	bool into_valgrind; /* TFALLOC_UNDER_VALGRIND: valgrind's programs keep the shim */
+	/* "TFALLOC_HANDOFF=..." of one exec (a copy of the kept ce), added like vars; NULL: none. */
+	char *handoff;
 } tfa_child_env_t;
 
 /*

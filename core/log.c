@@ -421,6 +421,12 @@ tfa_log_keep(void)
 	errno = saved_errno;
 }
 
+struct tfa_kept_fd_s *
+tfa_log_kept_path_fd(void)
+{
+	return &log_path_kept;
+}
+
 /* Whether the message went to TFALLOC_LOG's file: opened for each message, as messages are few. */
 static bool
 log_to_path(const char *buf, size_t n)

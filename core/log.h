@@ -74,6 +74,13 @@ void tfa_log_set_path(const char *path);
 void tfa_log_keep(void);
 
 /*
+ * The descriptor tfa_log_keep kept (core/handoff.h hands it to the programs
+ * executed after a change of user, and takes it in theirs).
+ */
+struct tfa_kept_fd_s;
+struct tfa_kept_fd_s *tfa_log_kept_path_fd(void);
+
+/*
  * Moves fd to the lowest free descriptor from 1021 on (close-on-exec), where
  * a program that closed its descriptors and opens others does not take its
  * number; under a soft RLIMIT_NOFILE below 1026, from 5 below the limit on.

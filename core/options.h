@@ -53,7 +53,7 @@
  * run made, which a tfalloc run inside it replaces with its own), and what
  * an exec added (core/child_env.h); the shim accepts them silently.
  */
-#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED TFALLOC_RUN_LOG"
+#define TFA_TOOL_VARIABLES "TFALLOC_LIBRARY TFALLOC_INJECTED TFALLOC_RUN_LOG TFALLOC_HANDOFF"
 
 typedef enum tfa_opt_state_e {
 	TFA_OPT_DEFAULT = 0, /* not set, or set to a bad value */

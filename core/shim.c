@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <ucontext.h>
@@ -31,6 +32,7 @@
 
 #include "core/arena.h"
 #include "core/child_env.h"
+#include "core/handoff.h"
 #include "core/leak_scan.h"
 #include "core/log.h"
 #include "core/modules.h"
@@ -2297,6 +2299,10 @@ keep_child_env(void)
 		(void)tfa_child_env_keep(&child_env, environ, self.dli_fname, child_env_copy);
 	child_env.into_valgrind = opts.under_valgrind;
 	__atomic_store_n(&child_env_kept, true, __ATOMIC_RELEASE);
+	/* Before the variable goes: the descriptors of a process that changed its user. */
+	const char *handoff = getenv(TFA_HANDOFF_VAR);
+	if (handoff != NULL)
+		tfa_handoff_receive(handoff);
 	(void)tfa_child_env_take_back(environ);
 }
 
@@ -2902,8 +2908,45 @@ sanitize(char *dst, size_t size, const char *src)
 }
 
 /*
+ * Where the profile's file is: profile_path names it for messages and for
+ * `tfalloc snapshot`; the system calls take profile_name relative to
+ * profile_at, which is AT_FDCWD (profile_name is then profile_path) or the
+ * descriptor of the user's directory (core/handoff.h).
+ */
+static int profile_at = AT_FDCWD;
+static const char *profile_name = profile_path;
+
+/* Creates the profile's file in dir (at: its descriptor, or AT_FDCWD).  Returns the fd or -errno. */
+static int
+create_profile_in(int at, const char *dir, const char *comm)
+{
+	size_t dir_len = strlen(dir);
+
+	profile_at = at;
+	profile_name = at == AT_FDCWD ? profile_path : profile_path + dir_len + 1;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		if (attempt == 0)
+			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.prof", dir, comm,
+				     (int)proc.pid);
+		else
+			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.%d.prof", dir, comm,
+				     (int)proc.pid, attempt);
+		int fd = openat(at, profile_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/*
  * Reserves the profile's name: creates it exclusively, never through a
- * symlink, and keeps the name in profile_path.  Returns the fd or -errno.
+ * symlink, and keeps the name in profile_path.  A process whose user may not
+ * write the output directory (a program executed after its process dropped
+ * root) writes in the directory its former self made for its user
+ * (core/handoff.h); the name of the first failure is kept for the message
+ * when that fails too.  Returns the fd or -errno.
  */
 static int
 create_profile_file(void)
@@ -2911,20 +2954,19 @@ create_profile_file(void)
 	char comm[64];
 
 	sanitize(comm, sizeof(comm), proc.comm);
-	for (int attempt = 0; attempt < 100; attempt++) {
-		if (attempt == 0)
-			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.prof",
-				     proc.outdir, comm, (int)proc.pid);
-		else
-			tfa_snprintf(profile_path, sizeof(profile_path), "%s/tfalloc.%s.%d.%d.prof",
-				     proc.outdir, comm, (int)proc.pid, attempt);
-		int fd = open(profile_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			return fd;
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
+	int fd = create_profile_in(AT_FDCWD, proc.outdir, comm);
+	if (fd != -EACCES || !tfa_kept_fd_ours(&tfa_handoff_user_dir))
+		return fd;
+	char first[sizeof(profile_path)], dir[sizeof(profile_path)];
+	memcpy(first, profile_path, sizeof(first));
+	tfa_snprintf(dir, sizeof(dir), "%s/uid-%u", proc.outdir, (unsigned)geteuid());
+	int alt = create_profile_in(tfa_handoff_user_dir.fd, dir, comm);
+	if (alt >= 0)
+		return alt;
+	memcpy(profile_path, first, sizeof(profile_path));
+	profile_at = AT_FDCWD;
+	profile_name = profile_path;
+	return fd;
 }
 
 /*
@@ -2937,7 +2979,7 @@ create_profile_file(void)
 static tfa_kept_fd_t kept_profile = TFA_KEPT_FD_NONE;
 
 void
-tfa_shim_before_credentials(void)
+tfa_shim_before_credentials(uid_t new_euid)
 {
 	int saved_errno = errno;
 
@@ -2947,6 +2989,8 @@ tfa_shim_before_credentials(void)
 	tfa_log_keep(); /* errno kept */
 	if (!opts.profile)
 		return;
+	if (new_euid != (uid_t)-1 && new_euid != geteuid())
+		tfa_handoff_prepare_user_dir(proc.outdir, new_euid);
 	/*
 	 * No file yet: a snapshot makes it, a whole profile, so that a process
 	 * killed later leaves that (as a periodic snapshot would), not an empty
@@ -2960,7 +3004,7 @@ tfa_shim_before_credentials(void)
 	/* A profile another thread writes meanwhile is waited for (set*id are no calls of the shim's). */
 	tfa_lock(&profile_lock);
 	if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0') {
-		int fd = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		int fd = openat(profile_at, profile_name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
 			tfa_kept_fd_take(&kept_profile, fd);
 	}
@@ -3436,27 +3480,29 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 		err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
 		if (err != 0) {
 			/* No file cut short under the name (a reader would take it for a killed process's). */
-			unlink(profile_path);
+			unlinkat(profile_at, profile_name, 0);
 			profile_path[0] = '\0';
 		}
 		return err;
 	}
 	tfa_snprintf(tmp, sizeof(tmp), "%s.tmp", profile_path);
+	/* The same suffix of tmp as of profile_path. */
+	const char *tmp_name = tmp + (profile_name - profile_path);
 	memcpy(failed_path, tmp, sizeof(failed_path));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(profile_at, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* Left by a write this process did not finish (it was killed in the middle). */
-		unlink(tmp);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		unlinkat(profile_at, tmp_name, 0);
+		fd = openat(profile_at, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd < 0) {
 		err = -errno;
 	} else {
 		err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
-		if (err == 0 && rename(tmp, profile_path) != 0)
+		if (err == 0 && renameat(profile_at, tmp_name, profile_at, profile_name) != 0)
 			err = -errno;
 		if (err != 0)
-			unlink(tmp);
+			unlinkat(profile_at, tmp_name, 0);
 	}
 	if (err == 0) {
 		/*
@@ -3465,7 +3511,7 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 		 * lost, and said written).
 		 */
 		if (tfa_kept_fd_ours(&kept_profile)) {
-			int now = open(profile_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			int now = openat(profile_at, profile_name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (now >= 0)
 				tfa_kept_fd_take(&kept_profile, now);
 			else
@@ -3689,7 +3735,7 @@ tfa_shim_exec_failed(void)
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
 	if (profile_path[0] != '\0')
-		unlink(profile_path);
+		unlinkat(profile_at, profile_name, 0);
 	profile_path[0] = '\0';
 	tfa_unlock(&profile_lock);
 	tfa_guard_exit();

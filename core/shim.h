@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/allocator.h"
 #include "core/ptr_table.h"
@@ -96,9 +97,12 @@ const struct tfa_child_env_s *tfa_shim_child_env(void);
  * name is reserved now and a descriptor to it kept, through which the
  * profile is written where the output directory is no longer the process's
  * to write, or to reach (a daemon that drops root, or confines itself).
- * A profile another thread writes meanwhile is waited for.
+ * A profile another thread writes meanwhile is waited for.  new_euid: the
+ * effective user the call changes to ((uid_t)-1: none, or unknown); the
+ * programs the process executes as that user write their profiles in the
+ * output directory's uid-N, which it makes for them while it still can.
  */
-void tfa_shim_before_credentials(void);
+void tfa_shim_before_credentials(uid_t new_euid);
 
 /* Writes the profile now (a snapshot unless the process is ending).  Returns 0 or -errno. */
 int tfa_shim_write_profile(uint32_t end_reason, int32_t exit_code) TFA_MUST_CHECK;

@@ -5,7 +5,9 @@
  * descriptor to it kept (core/shim.h, tfa_shim_before_credentials), so that
  * a daemon that drops root, or confines itself to an empty directory (sshd's
  * privilege separation does both), still writes its profile into the
- * directory its former self could reach.  Each then calls glibc's, which
+ * directory its former self could reach.  The calls that change the
+ * effective user also make that directory's uid-N for the programs the
+ * process executes as user N (core/handoff.h).  Each then calls glibc's, which
  * changes the ids of every thread.  unshare and setns as well, for a new or
  * another mount, pid or user namespace: /proc/self of a process that stays
  * outside the pid namespace whose proc its mount namespace then shows (the
@@ -73,32 +75,39 @@ real_fn(int i)
 	return sym;
 }
 
-#define CRED_HOOK_IF(name, index, params, args, when)         \
-	int name params                                      \
-	{                                                    \
-		int(*fn) params;                             \
-		void *sym = real_fn(index);                  \
-		if (sym == NULL) {                           \
-			errno = ENOSYS;                      \
-			return -1;                           \
-		}                                            \
-		__builtin_memcpy(&fn, &sym, sizeof(fn));     \
-		if (when)                                    \
-			tfa_shim_before_credentials();       \
-		return fn args;                              \
+/*
+ * new_euid: the effective user id the call asks for ((uid_t)-1: none, or
+ * not a change of user), for which the programs the process executes later
+ * get a directory of their own to write their profiles in.
+ */
+#define CRED_HOOK_IF(name, index, params, args, when, new_euid) \
+	int name params                                        \
+	{                                                      \
+		int(*fn) params;                               \
+		void *sym = real_fn(index);                    \
+		if (sym == NULL) {                             \
+			errno = ENOSYS;                        \
+			return -1;                             \
+		}                                              \
+		__builtin_memcpy(&fn, &sym, sizeof(fn));       \
+		if (when)                                      \
+			tfa_shim_before_credentials(new_euid); \
+		return fn args;                                \
 	}
-#define CRED_HOOK(name, index, params, args) CRED_HOOK_IF(name, index, params, args, true)
+#define CRED_HOOK(name, index, params, args) CRED_HOOK_IF(name, index, params, args, true, (uid_t)-1)
+#define UID_HOOK(name, index, params, args, new_euid) CRED_HOOK_IF(name, index, params, args, true, new_euid)
 
-CRED_HOOK(setuid, SETUID, (uid_t uid), (uid))
+UID_HOOK(setuid, SETUID, (uid_t uid), (uid), uid)
 CRED_HOOK(setgid, SETGID, (gid_t gid), (gid))
-CRED_HOOK(seteuid, SETEUID, (uid_t uid), (uid))
+UID_HOOK(seteuid, SETEUID, (uid_t uid), (uid), uid)
 CRED_HOOK(setegid, SETEGID, (gid_t gid), (gid))
-CRED_HOOK(setreuid, SETREUID, (uid_t ruid, uid_t euid), (ruid, euid))
+UID_HOOK(setreuid, SETREUID, (uid_t ruid, uid_t euid), (ruid, euid), euid)
 CRED_HOOK(setregid, SETREGID, (gid_t rgid, gid_t egid), (rgid, egid))
-CRED_HOOK(setresuid, SETRESUID, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid))
+UID_HOOK(setresuid, SETRESUID, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid), euid)
 CRED_HOOK(setresgid, SETRESGID, (gid_t rgid, gid_t egid, gid_t sgid), (rgid, egid, sgid))
 CRED_HOOK(chroot, CHROOT, (const char *path), (path))
-CRED_HOOK_IF(unshare, UNSHARE, (int flags), (flags), (flags & (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER)) != 0)
+CRED_HOOK_IF(unshare, UNSHARE, (int flags), (flags), (flags & (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER)) != 0,
+	     (uid_t)-1)
 CRED_HOOK(setns, SETNS, (int fd, int nstype), (fd, nstype))
 /* Variadic, as glibc's, which reads four more arguments whatever the option. */
 int
@@ -118,6 +127,6 @@ prctl(int option, ...)
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (option == PR_SET_NO_NEW_PRIVS || option == PR_SET_SECCOMP)
-		tfa_shim_before_credentials();
+		tfa_shim_before_credentials((uid_t)-1);
 	return fn(option, a2, a3, a4, a5);
 }

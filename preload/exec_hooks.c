@@ -19,6 +19,7 @@
 #include "core/child_env.h"
 #include "core/lock.h"
 #include "core/common.h"
+#include "core/handoff.h"
 #include "core/shim.h"
 #include "core/thread.h"
 
@@ -169,6 +170,38 @@ child_env_build(const tfa_child_env_t *ce, char *const envp[], bool without, voi
 }
 
 /*
+ * The descriptors a process that changed its user hands to the program it
+ * starts (core/handoff.h): inheritable for the call, and named in the new
+ * environment through a copy of the kept child environment.  Not to a
+ * program that runs without the shim (valgrind's, a sanitizer's).
+ */
+struct handoff {
+	bool on;
+	tfa_child_env_t with;
+	char var[160];
+};
+
+static bool
+handoff_begin(struct handoff *h, const tfa_child_env_t **ce, bool without)
+{
+	h->on = *ce != NULL && (*ce)->preload != NULL && !without && tfa_handoff_begin(h->var, sizeof(h->var)) > 0;
+	if (!h->on)
+		return false;
+	h->with = **ce;
+	h->with.handoff = h->var;
+	*ce = &h->with;
+	return true;
+}
+
+/* After the call, when it returns (an exec that failed, a spawn): close-on-exec again. */
+static void
+handoff_end(const struct handoff *h)
+{
+	if (h->on)
+		tfa_handoff_end();
+}
+
+/*
  * Makes the call with envp, or, where envp lacks what carries tfalloc to the
  * new program (LD_PRELOAD's element, the TFALLOC_* variables: `env -i`,
  * python's subprocess with env={...}), with a copy that has them
@@ -185,13 +218,22 @@ exec_with_child_env(const struct exec_call *c, char *const envp[])
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	bool without = false;
 	size_t need = child_env_size(ce, envp, ce != NULL && ce->preload != NULL && exec_needs_first(c), &without);
+	struct handoff h;
 
-	if (need == 0)
-		return exec_call_with(c, envp);
+	if (handoff_begin(&h, &ce, without)) {
+		/* Built with the hand-off now, which the copy kept at start lacks. */
+		need = tfa_child_env_size(ce, envp);
+	}
+	if (need == 0) {
+		int ret = exec_call_with(c, envp);
+		handoff_end(&h);
+		return ret;
+	}
 	void *where = need <= sizeof(buf) ? (void *)buf : tfa_arena_map(need);
 	char **child = where != NULL ? child_env_build(ce, envp, without, where, need) : NULL;
 	int ret = exec_call_with(c, child != NULL ? child : envp);
 	int err = errno;
+	handoff_end(&h);
 	if (where != NULL && where != (void *)buf)
 		tfa_arena_unmap(where, need);
 	errno = err;
@@ -357,13 +399,20 @@ spawn_with_child_env(posix_spawn_t fn, bool search, pid_t *pid, const char *path
 	bool first = ce != NULL && ce->preload != NULL
 		     && (search ? search_needs_first(path) : tfa_child_env_path_needs_first(AT_FDCWD, path));
 	size_t need = child_env_size(ce, envp, first, &without);
+	struct handoff h;
 
-	if (need == 0)
-		return fn(pid, path, actions, attr, argv, envp);
+	if (handoff_begin(&h, &ce, without))
+		need = tfa_child_env_size(ce, envp);
+	if (need == 0) {
+		int ret = fn(pid, path, actions, attr, argv, envp);
+		handoff_end(&h);
+		return ret;
+	}
 	void *where = tfa_arena_map(need);
 	char **child = where != NULL ? child_env_build(ce, envp, without, where, need) : NULL;
 	/* posix_spawn returns once the child has exec'd or failed: the copy is free then. */
 	int ret = fn(pid, path, actions, attr, argv, child != NULL ? child : envp);
+	handoff_end(&h);
 	if (where != NULL)
 		tfa_arena_unmap(where, need);
 	return ret;
@@ -444,6 +493,8 @@ env_call_with_child_environ(struct env_call *c)
 {
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	char **before = environ;
+	struct handoff h;
+	(void)handoff_begin(&h, &ce, false);
 	size_t need = ce != NULL ? tfa_child_env_size(ce, before) : 0;
 	void *where = need != 0 ? tfa_arena_map(need) : NULL;
 	char **child = where != NULL ? tfa_child_env_build(ce, before, where, need) : NULL;
@@ -452,11 +503,13 @@ env_call_with_child_environ(struct env_call *c)
 		if (where != NULL)
 			tfa_arena_unmap(where, need);
 		env_call_run(c);
+		handoff_end(&h);
 		return;
 	}
 	environ = child;
 	env_call_run(c);
 	int err = errno;
+	handoff_end(&h);
 	if (environ != child) {
 		errno = err;
 		return; /* another thread's setenv: its array points into the copy */

@@ -63,6 +63,13 @@ Cases:
                 (unshare: /proc/self names no process then); killed by
                 SIGKILL after the change, it leaves the snapshot the change
                 made (an empty file); skipped when not run as root
+  setuid_exec   programs started after their process dropped root (tp_setuid
+                exec, then system() of itself; setpriv starting python3), the
+                output directory under a parent only root may search: their
+                profiles are in the directory's uid-65534, made by the process
+                before it changed (they were lost, and a leak gate passed),
+                their leaks fail the gate, and their lines come on tfalloc
+                run's stderr; skipped when not run as root
   sandbox       tp_setuid sandbox: a seccomp filter (after
                 PR_SET_NO_NEW_PRIVS) that refuses to open files, as man-db's
                 sandbox does: the profile is written, its leaks classified
@@ -139,6 +146,7 @@ Cases:
 """
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -384,6 +392,76 @@ def case_setuid(ctx):
                        if l["bytes"] in (1000, 4000, 5000))
         T.check_eq(kinds, [(1000, "definite"), (4000, "reachable"), (5000, "definite")],
                    what + ": the leaks, classified: %r" % parent[0].get("leaks"))
+
+
+def case_setuid_exec(ctx):
+    """Programs started after their process dropped root: tp_setuid exec
+    (setuid to nobody, then exec of itself, which runs itself again through
+    system(), a shell between them), with its output directory under a parent
+    only root may search (root's home is 0700): each program's profile is in
+    the directory's uid-65534, which the process made for them before it
+    changed (they were lost, "Permission denied", and a leak gate passed);
+    their leaks are found and fail the gate; their lines come on tfalloc
+    run's stderr, none in the program's.  Then setpriv(1) starting python3
+    as nobody, which leaks through ctypes."""
+    if os.geteuid() != 0:
+        raise T.Skip("needs root: the program drops it")
+    home = ctx.mkdtemp("home")
+    os.chmod(home, 0o700)
+    outdir = os.path.join(home, "out")
+    what = "tp_setuid exec"
+    r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "exec"], what=what, outdir=outdir)
+    T.check_eq(r.out, "uid 65534\nchild uid 65534\n", what + ": output")
+    T.check("no profile" not in r.err, what + ": stderr\n" + r.err)
+    user_dir = os.path.join(outdir, "uid-65534")
+    st = os.lstat(user_dir)
+    T.check_eq((st.st_uid, st.st_mode & 0o777), (65534, 0o700), what + ": the user's directory")
+    procs = rep["processes"]
+    by_command = {p.get("command", "").split()[-1]: p for p in procs}
+    T.check_eq(sorted(by_command), ["after-exec", "after-system", "exec"],
+               what + ": the processes\n" + T.summary(procs))
+    for mode, size in (("after-exec", 3000), ("after-system", 7000)):
+        proc = by_command[mode]
+        T.check_eq(os.path.dirname(proc["file"]), user_dir, what + ": where %s wrote" % mode)
+        T.check_exited(proc, 0)
+        sizes = [l["bytes"] for l in proc.get("leaks", []) if l.get("kind") == "definite"]
+        T.check_eq(sizes, [size], what + ": %s's leak: %r" % (mode, proc.get("leaks")))
+    T.check_eq(os.path.dirname(by_command["exec"]["file"]), outdir, what + ": where the first image wrote")
+    shells = [p for p in procs if p.get("comm") == "sh"]
+    T.check(len(shells) == 1 and os.path.dirname(shells[0]["file"]) == user_dir,
+            what + ": system()'s shell\n" + T.summary(procs))
+    g = ctx.run_tool([ctx.prog("tp_setuid"), "exec"], outdir=ctx.mkdtemp("gate") + "/out",
+                     tool_args=["--leak-gate"])
+    T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
+    for size in (3000, 7000):
+        T.check("%d bytes in 1 block" % size in g.err, what + ": the gate names the %d bytes\n%s" % (size, g.err))
+    # The lines: on tfalloc run's stderr, none in the program's (its own file, open to nobody).
+    d = ctx.mkdtemp("stderr")
+    os.chmod(d, 0o777)
+    err = os.path.join(d, "child.err")
+    script = "%s exec 2>%s" % (ctx.prog("tp_setuid"), err)
+    lines = os.path.join(home, "lines")
+    r = ctx.run_tool(["/bin/sh", "-c", script], quiet=False, outdir=lines)
+    T.check_eq(r.returncode, 0, what + ": lines\n" + r.describe())
+    child = open(err).read()
+    T.check("tfalloc[" not in child, what + ": tfalloc's lines in the program's stderr:\n" + child)
+    for prog in ("tp_setuid", "sh"):
+        T.check(re.search(r"^tfalloc\[\d+\]: %s: peak .*; profile %s/uid-65534/" % (prog, re.escape(lines)),
+                          r.err, re.M), what + ": %s's summary on tfalloc run's stderr:\n%s" % (prog, r.err))
+    # A real program: setpriv(1) starts python3 as nobody.
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return
+    what = "setpriv python3"
+    code = ("import ctypes; c = ctypes.CDLL(None); c.malloc.restype = ctypes.c_void_p; "
+            "[c.malloc(1000) for i in range(100)]; print('done')")
+    argv = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", code]
+    r, rep = ctx.run_and_report(argv, what=what, outdir=os.path.join(home, "setpriv"))
+    T.check_eq(r.out, "done\n", what + ": output")
+    py = [p for p in rep["processes"] if p.get("comm") == "python3"]
+    T.check(len(py) == 1, what + ": python3's profile\n" + T.summary(rep["processes"]))
+    lost = sum(l["bytes"] for l in py[0].get("leaks", []) if l.get("kind") == "definite")
+    T.check(lost >= 100000, what + ": python3's 100 blocks of 1000 bytes, lost: %r" % py[0].get("leaks"))
 
 
 def lines_to_tool(ctx, args, what):
@@ -792,6 +870,7 @@ T.main({
     "nofile": case_nofile,
     "closed_fds": case_closed_fds,
     "setuid": case_setuid,
+    "setuid_exec": case_setuid_exec,
     "sandbox": case_sandbox,
     "fsize": case_fsize,
     "broken_pipe": case_broken_pipe,

@@ -32,6 +32,15 @@
 //               then SIGKILL: what is left under the profile's name is the
 //               snapshot the change made, not an empty file.
 //
+//   exec        the 1000 bytes, then setgid and setuid to nobody, and exec of
+//               itself as "after-exec": a program started as nobody, in an
+//               output directory nobody may not write, under a parent
+//               nobody may not search (root's home is 0700).
+//   after-exec  a block of 3000 bytes lost, "uid N", then system() of itself
+//               as "after-system" (through a shell: a spawn, then an exec),
+//               whose status it returns.
+//   after-system  a block of 7000 bytes lost, "child uid N".
+//
 //   early       prints "early prctl N": what prctl returned (0, or errno) in the
 //               constructor of tp_early, a library the loader starts before
 //               the shim (it had been ENOSYS: nothing resolved yet).
@@ -143,6 +152,29 @@ main(int argc, char **argv)
 		TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
 		TP_CHECK(open("/dev/null", O_RDONLY) < 0 && errno == ENOSYS, "the filter refuses open");
 		return confined(kept, "sandboxed");
+	} else if (strcmp(mode, "exec") == 0) {
+		kept = malloc(1000);
+		TP_KEEP(kept);
+		TP_CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0, "setuid");
+		execl(argv[0], argv[0], "after-exec", (char *)NULL);
+		TP_CHECK(0, "exec %s", argv[0]);
+	} else if (strcmp(mode, "after-exec") == 0) {
+		void *lost = malloc(3000);
+		TP_KEEP(lost);
+		lost = NULL;
+		TP_KEEP(NULL);
+		tp_out("uid %d\n", (int)getuid());
+		char line[4200];
+		snprintf(line, sizeof(line), "%s after-system", argv[0]);
+		int status = system(line);
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	} else if (strcmp(mode, "after-system") == 0) {
+		void *lost = malloc(7000);
+		TP_KEEP(lost);
+		lost = NULL;
+		TP_KEEP(NULL);
+		tp_out("child uid %d\n", (int)getuid());
+		return 0;
 	} else if (strcmp(mode, "early") == 0) {
 		tp_out("early prctl %d\n", tp_early_prctl());
 		return 0;
@@ -153,7 +185,7 @@ main(int argc, char **argv)
 		raise(SIGKILL);
 		return 1;
 	} else {
-		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | chroot DIR | unshare | sandbox | early | killed\n");
+		tp_printf(2, "usage: tp_setuid setuid | setresuid | seteuid | exec | chroot DIR | unshare | sandbox | early | killed\n");
 		return 2;
 	}
 	TP_KEEP(kept);

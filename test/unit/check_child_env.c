@@ -309,6 +309,44 @@ START_TEST(small_buffer_refused)
 }
 END_TEST
 
+/*
+ * A hand-off (core/handoff.h) is added to the exec's environment like a
+ * missing variable, named in TFALLOC_INJECTED, and taken back by the new
+ * program; a TFALLOC_HANDOFF in the environment the process started with is
+ * never kept (it was that exec's, with that exec's descriptors).
+ */
+START_TEST(handoff_added_and_taken_back)
+{
+	tfa_child_env_t ce;
+	char **started = ENV("LD_PRELOAD=" SELF, "TFALLOC_OUTPUT=/tmp/out", "TFALLOC_HANDOFF=u:1027:5:9");
+
+	ck_assert(tfa_child_env_keep(&ce, started, SELF, copy_str));
+	ck_assert_uint_eq(ce.nvars, 1);
+	ck_assert_str_eq(ce.vars[0], "TFALLOC_OUTPUT=/tmp/out");
+	char var[] = "TFALLOC_HANDOFF=u:1027:66:77,l:1026:66:78";
+	ce.handoff = var;
+	/* Nothing else missing: the hand-off alone makes a new environment. */
+	char **envp = ENV("PATH=/usr/bin", "LD_PRELOAD=" SELF, "TFALLOC_OUTPUT=/tmp/out");
+	char **exec_envp, *out[16];
+	size_t n = round_trip(&ce, envp, &exec_envp, out, 16);
+	ck_assert_ptr_nonnull(exec_envp);
+	ck_assert_str_eq(lookup(exec_envp, "TFALLOC_HANDOFF"), "u:1027:66:77,l:1026:66:78");
+	ck_assert_str_eq(lookup(exec_envp, "TFALLOC_INJECTED"), "TFALLOC_HANDOFF");
+	ck_assert_uint_eq(n, 3);
+	check_same(out, envp);
+	/* With the variables missing too: all of them added, all taken back. */
+	char **bare = ENV("PATH=/usr/bin");
+	n = round_trip(&ce, bare, &exec_envp, out, 16);
+	ck_assert_str_eq(lookup(exec_envp, "TFALLOC_HANDOFF"), "u:1027:66:77,l:1026:66:78");
+	ck_assert_str_eq(lookup(exec_envp, "TFALLOC_OUTPUT"), "/tmp/out");
+	ck_assert_uint_eq(n, 1);
+	check_same(out, bare);
+	/* Without a hand-off, nothing is missing. */
+	ce.handoff = NULL;
+	ck_assert_uint_eq(tfa_child_env_size(&ce, envp), 0);
+}
+END_TEST
+
 START_TEST(valgrind_tool_without_shim)
 {
 	tfa_child_env_t ce;
@@ -388,6 +426,7 @@ child_env_suite(void)
 	tcase_add_test(tc, take_back_without_injected);
 	tcase_add_test(tc, take_back_ignores_bad_lists);
 	tcase_add_test(tc, small_buffer_refused);
+	tcase_add_test(tc, handoff_added_and_taken_back);
 	tcase_add_test(tc, valgrind_tool_without_shim);
 	tcase_add_test(tc, sanitizer_runtime_first);
 	suite_add_tcase(s, tc);
