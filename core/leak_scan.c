@@ -1112,7 +1112,8 @@ add_other_threads(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const st
  * variable of theirs pointed to had been "definitely lost" in every such
  * child, which had not lost it.  Each stack is read whole (where its thread
  * stood is not known), as the anonymous mappings are.  What those threads
- * kept in thread-specific data is gone: glibc clears it in the child.
+ * kept in thread-specific data, glibc clears in the child: the values the
+ * fork copied before are read instead (core/thread.h).
  */
 static void
 add_left_by_fork(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const struct phdr_walk *w)
@@ -1128,6 +1129,13 @@ add_left_by_fork(tfa_leak_roots_t *roots, const tfa_leak_maps_t *maps, const str
 	for (size_t i = 0; i < n && i < TFA_ARRAY_SIZE(tps); i++)
 		if (tfa_leak_maps_find(maps, tps[i], &lo, &hi) && add_stack(roots, maps, lo, w))
 			roots->left_by_fork++;
+	/* What they held in thread-specific data, copied before the fork (glibc cleared it here). */
+	const uintptr_t *values;
+	size_t nvalues = n != 0 ? tfa_thread_left_by_fork_tsd(&values) : 0;
+	if (nvalues != 0) {
+		roots_push(roots, (uintptr_t)values, (uintptr_t)(values + nvalues));
+		roots->left_by_fork_tsd = (uint32_t)nvalues;
+	}
 }
 
 __attribute__((no_sanitize("address"))) uintptr_t

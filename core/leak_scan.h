@@ -210,6 +210,7 @@ typedef struct tfa_leak_roots_s {
 	uint32_t threads_missed;  /* other threads running (no sp known): only their TCB covered */
 	uint32_t tcbs;            /* thread control blocks found in guarded mappings */
 	uint32_t left_by_fork;    /* stacks of the threads a fork left in the parent, read whole */
+	uint32_t left_by_fork_tsd; /* their thread-specific values, copied before the fork */
 	/*
 	 * /proc/self/task listed the calling thread alone: no other thread can
 	 * unmap memory while the scan reads it (tfa_leak_classify's `alone`).

@@ -2346,6 +2346,8 @@ tfa_shim_init(void)
 	choose_allocator();
 	say_foreign_malloc();
 	find_cxx_replaced();
+	if (opts.leak_classes)
+		tfa_thread_tsd_layout_init();
 	if (opts.limit > 0)
 		tfa_tracking_allocator_set_bytes_limit(&cpu_tracker,
 						       opts.limit > INT64_MAX ? INT64_MAX

@@ -145,6 +145,17 @@ extern tfa_lock_t tfa_orphan_lock;
  */
 size_t tfa_thread_left_by_fork(uintptr_t *tps, size_t max);
 
+/*
+ * In a forked child: the values the parent's other threads held in
+ * thread-specific data at the fork (glibc clears them in the child), copied
+ * by tfa_thread_prefork; *values, and how many.  0 where glibc does not say
+ * where they lie (tfa_thread_tsd_layout_init).
+ */
+size_t tfa_thread_left_by_fork_tsd(const uintptr_t **values);
+
+/* Finds glibc's layout of thread-specific data (its libthread_db symbols); at start, outside any fork. */
+void tfa_thread_tsd_layout_init(void);
+
 /* Slot 0 belongs to the process's tracker, which exists before any constructor runs. */
 #define TFA_SLOT_PROCESS 0
 

@@ -46,6 +46,10 @@
  * only and blocks; the main thread forks a child that exits at once, then
  * lets the thread free the block and end.  In the child the thread is gone
  * but its stack, and the pointer, are still there: the block is reachable.
+ * The thread also holds a block of 2032 bytes in thread-specific data under
+ * the first of 40 keys, and one of 1234 bytes under the last (past glibc's
+ * first 32, in a second-level block): glibc clears both in the child, and
+ * the key's destructor frees each in the parent.
  *
  * Prints "PARENT pid" and "CHILD pid" lines.
  */
@@ -315,6 +319,7 @@ fork_kill(int n)
 }
 
 static int held_go[2], held_done[2];
+static pthread_key_t held_keys[40];
 
 static void *
 held_thread(void *arg)
@@ -323,6 +328,8 @@ held_thread(void *arg)
 	char c = 0;
 
 	(void)arg;
+	TP_CHECK(pthread_setspecific(held_keys[0], malloc(2032)) == 0, "pthread_setspecific");
+	TP_CHECK(pthread_setspecific(held_keys[39], malloc(1234)) == 0, "pthread_setspecific");
 	keep[0] = malloc(4321);
 	TP_CHECK(keep[0] != NULL, "malloc(4321)");
 	memset(keep[0], 'h', 4321);
@@ -340,6 +347,8 @@ fork_held(void)
 	char c = 0;
 
 	TP_CHECK(pipe(held_go) == 0 && pipe(held_done) == 0, "pipe");
+	for (int i = 0; i < 40; i++)
+		TP_CHECK(pthread_key_create(&held_keys[i], free) == 0, "pthread_key_create");
 	TP_CHECK(pthread_create(&th, NULL, held_thread, NULL) == 0, "pthread_create");
 	TP_CHECK(read(held_go[0], &c, 1) == 1, "read");
 	tp_out("PARENT %d\n", (int)getpid());
