@@ -87,6 +87,32 @@ tfa_arena_map_filled(size_t bytes)
 	return map_pages(bytes, true);
 }
 
+void *
+tfa_arena_reserve(size_t bytes)
+{
+	long budget = __atomic_load_n(&fail_after, __ATOMIC_RELAXED);
+
+	if (tfa_unlikely(budget >= 0)) {
+		if (budget == 0)
+			return NULL;
+		__atomic_fetch_sub(&fail_after, 1, __ATOMIC_RELAXED);
+	}
+	tfa_own_maps_arena_begin();
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tfa_own_maps_arena_end();
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Its pieces are used one by one: a huge page would make 2 MiB of them at once. */
+	(void)madvise(p, bytes, MADV_NOHUGEPAGE);
+	return p;
+}
+
+void
+tfa_arena_count(long delta)
+{
+	__atomic_fetch_add(&mapped_bytes, (size_t)delta, __ATOMIC_RELAXED);
+}
+
 void
 tfa_arena_unmap(void *p, size_t bytes)
 {

@@ -22,6 +22,18 @@ void tfa_arena_unmap(void *p, size_t bytes);
 void *tfa_arena_map_filled(size_t bytes);
 
 /*
+ * Reserves bytes of zeroed address space for pieces the caller hands out
+ * itself: no page is made until it is written, none is a huge page, and
+ * nothing is counted in tfa_arena_mapped_bytes until the caller says how
+ * much of it it uses (tfa_arena_count).  The shim's own, as every mapping
+ * here (the leak scan leaves it out).  NULL on failure.  [never allocates]
+ */
+void *tfa_arena_reserve(size_t bytes);
+
+/* Counts delta bytes of reserved space as used (negative: no longer). */
+void tfa_arena_count(long delta);
+
+/*
  * A small zeroed piece that lives until the process ends (16-byte aligned).
  * NULL on failure.  [never allocates] [takes arena lock]
  */

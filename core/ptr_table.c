@@ -439,12 +439,54 @@ account_slots(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t old_cap, uint64_t
  * start (run_start of the old slots: stale records go in probe order).
  * Returns false, with nothing changed, when no memory could be had.
  */
+/* Shard s's first slots (TFA_PTR_CAP_INITIAL): all empty while not its slots.  NULL: none to be had. */
+static tfa_record_t *
+small_slots(tfa_ptr_table_t *t, const tfa_ptr_shard_t *s)
+{
+	tfa_record_t *small = __atomic_load_n(&t->small, __ATOMIC_ACQUIRE);
+
+	if (small == NULL) {
+		size_t bytes = sizeof(tfa_record_t) * CAP_INITIAL * TFA_PTR_SHARDS;
+		tfa_record_t *fresh = tfa_arena_reserve(bytes);
+		if (fresh == NULL)
+			return NULL;
+		/* Two shards' first rebuilds at once: one reservation stays. */
+		if (__atomic_compare_exchange_n(&t->small, &small, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			small = fresh;
+		else
+			munmap(fresh, bytes);
+	}
+	return small + (size_t)(s - t->shards) * CAP_INITIAL;
+}
+
+/* Gives a shard's slots back: its first slots emptied for its next use, others unmapped. */
+static void
+release_slots(tfa_ptr_table_t *t, tfa_record_t *slots, uint64_t cap)
+{
+	if (cap == CAP_INITIAL) {
+		memset(slots, 0, sizeof(tfa_record_t) * cap);
+		tfa_arena_count(-(long)(sizeof(tfa_record_t) * cap));
+	} else {
+		tfa_arena_unmap(slots, sizeof(tfa_record_t) * cap);
+	}
+	(void)t;
+}
+
 static bool
 shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t start)
 {
-	tfa_record_t *fresh = tfa_arena_map_filled(sizeof(tfa_record_t) * new_cap);
+	tfa_record_t *fresh = NULL;
 	uint64_t live = 0, cap = s->cap;
 
+	if (new_cap == CAP_INITIAL) {
+		fresh = small_slots(t, s);
+		if (fresh != NULL)
+			tfa_arena_count((long)(sizeof(tfa_record_t) * new_cap));
+		else
+			new_cap = CAP_STEP; /* no reservation: a page */
+	}
+	if (fresh == NULL)
+		fresh = tfa_arena_map_filled(sizeof(tfa_record_t) * new_cap);
 	if (fresh == NULL)
 		return false;
 	if (s->slots != NULL) {
@@ -461,7 +503,7 @@ shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t st
 				drop_stale(t, rec);
 			}
 		}
-		tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * cap);
+		release_slots(t, s->slots, cap);
 	}
 	__atomic_store_n(&s->slots, fresh, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cap, new_cap, __ATOMIC_RELAXED);
@@ -486,6 +528,9 @@ static uint64_t
 grown_cap(uint64_t cap, uint64_t live)
 {
 	uint64_t want = live * 2 / CAP_STEP * CAP_STEP;
+
+	if (cap < CAP_STEP)
+		return CAP_STEP; /* first slots: never purged (TFA_PTR_CAP_INITIAL) */
 
 	if (want > cap)
 		return want;
@@ -615,12 +660,12 @@ sweep(tfa_ptr_table_t *t, const tfa_ptr_shard_t *except)
 				continue;
 			uint64_t live = count_live(o), cap = o->cap;
 			__atomic_store_n(&o->live_hint, live, __ATOMIC_RELAXED);
-			if (o->slots != NULL && TFA_PTR_SHRINKABLE(live, cap)) {
-				uint64_t want = (live * 2 + CAP_STEP - 1) / CAP_STEP * CAP_STEP;
-				want = want > CAP_INITIAL ? want : CAP_INITIAL;
+			uint64_t want = live * 4 <= CAP_INITIAL ? CAP_INITIAL
+							       : (live * 2 + CAP_STEP - 1) / CAP_STEP * CAP_STEP;
+			if (o->slots != NULL && TFA_PTR_SHRINKABLE(live, cap) && want < cap) {
 				/* No memory: the shard stays as it is. */
 				if (shard_move(t, o, want, run_start(o->slots, cap)))
-					slots -= cap - want;
+					slots -= cap - o->cap;
 			}
 			shard_admit(o);
 		}
@@ -894,7 +939,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		if (!shard_exclude(t, s))
 			continue;
 		if (s->slots != NULL) {
-			tfa_arena_unmap(s->slots, sizeof(tfa_record_t) * s->cap);
+			release_slots(t, s->slots, s->cap);
 			account_slots(t, s, s->cap, 0);
 		}
 		s->slots = NULL;

@@ -127,7 +127,7 @@ typedef struct tfa_ptr_shard_s {
 	tfa_record_t *slots; /* replaced only while operations are excluded */
 	/* Changed only while operations are excluded; NULL: shared. */
 	tfa_thread_rec_t *owner;
-	uint64_t cap;        /* slots, a multiple of TFA_PTR_CAP_STEP; 0: nothing mapped yet */
+	uint64_t cap;        /* slots: TFA_PTR_CAP_INITIAL or a multiple of TFA_PTR_CAP_STEP; 0: nothing mapped yet */
 	uint64_t home_range; /* the range of chunk places (tfa_ptr_home_range) */
 	/* The fast insert's bound: it serves while used < fast_limit (0: unmapped
 	 * or starved shards, which only the general insert serves). */
@@ -177,6 +177,8 @@ typedef struct tfa_ptr_table_s {
 	uint64_t touched[TFA_PTR_SHARDS / 64];
 	uint64_t forked[TFA_PTR_SHARDS / 64]; /* the shards prefork excluded */
 	tfa_lock_t map_lock;
+	/* Every shard's first slots, TFA_PTR_CAP_INITIAL at shard k's place; reserved at the first need. */
+	tfa_record_t *small;
 	uint64_t slot_bytes;      /* mapped for the shards' slots now */
 	uint64_t slot_bytes_peak; /* the most at once, between rebuilds */
 	uint64_t used_peak;       /* the most records in grown shards that a sweep guessed */
@@ -280,8 +282,18 @@ tfa_ptr_fast_access_of(tfa_ptr_held_t h, const tfa_thread_rec_t *r)
 #define TFA_PTR_SHRINKABLE(live, cap) ((cap) > TFA_PTR_CAP_INITIAL && (live) * 4 < (cap))
 #define TFA_PTR_OVERLOADED(used, cap) (((used) + 1) * 4 > (cap) * 3)
 #define TFA_PTR_CAP_STEP    ((uint64_t)128) /* 32-byte slots: one 4 KiB page */
-#define TFA_PTR_CAP_INITIAL TFA_PTR_CAP_STEP
 #define TFA_PTR_CAP_EXACT   ((uint64_t)512)
+/*
+ * A shard's first slots: 16 (512 bytes), at the shard's place in a range
+ * reserved for all of them (tfa_ptr_table_t.small), so that eight shards
+ * share a page.  A region holding a few large blocks had cost a page of
+ * slots each: 540 KiB of table for the 256 blocks of the benchmark's
+ * realloc chains.  A shard grows to a page of its own at its first rebuild
+ * (a purge there would come every few allocations of a sparse region that
+ * churns, each excluding the shard), and a sweep takes one whose records
+ * fell to 4 back to its first slots.
+ */
+#define TFA_PTR_CAP_INITIAL ((uint64_t)16)
 
 /*
  * The home slot of p in a shard whose chunk places range over home_range

@@ -954,6 +954,65 @@ START_TEST(test_ptr_table_arena_exhausted)
 }
 END_TEST
 
+/*
+ * A shard's first slots (TFA_PTR_CAP_INITIAL): 512 bytes at its place in the
+ * table's reservation, so that regions holding a block or two cost that
+ * much, not a page each; its first rebuild takes it to a page of its own and
+ * empties the first slots; a sweep takes a shard whose records fell to 4
+ * back to them; destroy empties them for the next use.
+ */
+#define FIRST_BASE ((uintptr_t)0x7e0000000000)
+#define FIRST_REGION ((uintptr_t)512 << 10)
+
+START_TEST(test_ptr_table_first_slots)
+{
+	uint64_t base = tfa_arena_mapped_bytes();
+
+	for (uint64_t r = 0; r < 64; r++)
+		insert_ok(FIRST_BASE + r * FIRST_REGION + 64, r, r + 1);
+	ck_assert_uint_eq(tfa_ptr_table_bytes(&table), 64 * 16 * sizeof(tfa_record_t));
+	ck_assert_uint_eq(tfa_arena_mapped_bytes() - base, 64 * 16 * sizeof(tfa_record_t));
+	tfa_ptr_shard_t *a = tfa_ptr_shard_of(&table, FIRST_BASE + 64);
+	tfa_record_t *first = table.small + (size_t)(a - table.shards) * TFA_PTR_CAP_INITIAL;
+	ck_assert_uint_eq(a->cap, TFA_PTR_CAP_INITIAL);
+	ck_assert_ptr_eq(a->slots, first);
+	/* 12 records fit (3/4); the 13th: a page of its own, every record still there, the first slots empty. */
+	for (uint64_t i = 1; i < 12; i++)
+		insert_ok(FIRST_BASE + 64 + i * 16, i, 100 + i);
+	ck_assert_uint_eq(a->cap, TFA_PTR_CAP_INITIAL);
+	insert_ok(FIRST_BASE + 64 + 12 * 16, 12, 112);
+	ck_assert_uint_eq(a->cap, TFA_PTR_CAP_STEP);
+	ck_assert_ptr_ne(a->slots, first);
+	for (uint64_t i = 0; i < 13; i++)
+		ck_assert(tfa_ptr_table_lookup(&table, FIRST_BASE + 64 + i * 16, NULL));
+	for (uint64_t k = 0; k < TFA_PTR_CAP_INITIAL; k++)
+		ck_assert_uint_eq(first[k].ptr, 0);
+	ck_assert_uint_eq(tfa_arena_mapped_bytes() - base, 63 * 16 * sizeof(tfa_record_t) + 4096);
+	/* Down to 2 records; another shard grows past a page twice, and its sweep shrinks this one. */
+	for (uint64_t i = 2; i < 13; i++)
+		ck_assert(tfa_ptr_table_remove(&table, FIRST_BASE + 64 + i * 16, NULL));
+	tfa_ptr_shard_t *b = tfa_ptr_shard_of(&table, FIRST_BASE + 2 * FIRST_REGION + 64);
+	for (uint64_t i = 1; i < 300; i++)
+		insert_ok(FIRST_BASE + 2 * FIRST_REGION + 64 + i * 16, i, 1000 + i);
+	ck_assert_uint_gt(b->cap, TFA_PTR_CAP_STEP);
+	ck_assert_uint_eq(a->cap, TFA_PTR_CAP_INITIAL);
+	ck_assert_ptr_eq(a->slots, first);
+	ck_assert(tfa_ptr_table_lookup(&table, FIRST_BASE + 64, NULL));
+	ck_assert(tfa_ptr_table_lookup(&table, FIRST_BASE + 64 + 16, NULL));
+	ck_assert(!tfa_ptr_table_lookup(&table, FIRST_BASE + 64 + 2 * 16, NULL));
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 64 + 1 + 299);
+	/* Destroyed: nothing counted, the first slots empty; used again, only the new record. */
+	tfa_ptr_table_destroy(&table);
+	ck_assert_uint_eq(tfa_ptr_table_bytes(&table), 0);
+	ck_assert_uint_eq(tfa_arena_mapped_bytes(), base);
+	for (uint64_t k = 0; k < TFA_PTR_CAP_INITIAL; k++)
+		ck_assert_uint_eq(first[k].ptr, 0);
+	insert_ok(FIRST_BASE + 4096, 1, 1);
+	ck_assert_ptr_eq(a->slots, first);
+	ck_assert_uint_eq(tfa_ptr_table_count(&table), 1);
+}
+END_TEST
+
 START_TEST(test_ptr_table_destroy_and_reuse)
 {
 	for (uint64_t i = 0; i < 5000; i++)
@@ -1462,6 +1521,7 @@ ptr_table_suite(void)
 	tcase_add_test(tc, test_ptr_table_duplicate_insert);
 	tcase_add_test(tc, test_ptr_table_recently_freed);
 	tcase_add_test(tc, test_ptr_table_foreach_visits_each_once);
+	tcase_add_test(tc, test_ptr_table_first_slots);
 	tcase_add_test(tc, test_ptr_table_destroy_and_reuse);
 	tcase_add_test(tc, test_ptr_table_arena_exhausted);
 	tcase_add_test(tc, test_ptr_table_fast_hold);
