@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Descriptors handed to the programs a process executes after it changed
- * its user.
+ * its user (or its root, or shut itself in a sandbox: the FIFO's).
  *
  * A process that drops root keeps descriptors to what its new user may not
  * open (core/shim.h, tfa_shim_before_credentials): its profile's file, and

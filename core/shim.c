@@ -2918,6 +2918,18 @@ sanitize(char *dst, size_t size, const char *src)
 static int profile_at = AT_FDCWD;
 static const char *profile_name = profile_path;
 
+/*
+ * Whether profile_at still names the directory the file was made in: a
+ * program may close its descriptors, and open a directory of its own under
+ * the number.
+ */
+static bool
+profile_at_ok(void)
+{
+	return profile_at == AT_FDCWD
+	       || (profile_at == tfa_handoff_user_dir.fd && tfa_kept_fd_ours(&tfa_handoff_user_dir));
+}
+
 /* Creates the profile's file in dir (at: its descriptor, or AT_FDCWD).  Returns the fd or -errno. */
 static int
 create_profile_in(int at, const char *dir, const char *comm)
@@ -3005,7 +3017,7 @@ tfa_shim_before_credentials(uid_t new_euid)
 	tfa_guard_enter();
 	/* A profile another thread writes meanwhile is waited for (set*id are no calls of the shim's). */
 	tfa_lock(&profile_lock);
-	if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0') {
+	if (!tfa_kept_fd_ours(&kept_profile) && profile_path[0] != '\0' && profile_at_ok()) {
 		int fd = openat(profile_at, profile_name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
 			tfa_kept_fd_take(&kept_profile, fd);
@@ -3482,7 +3494,8 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 		err = write_profile_fd(fd, end_reason, exit_code, st, leaks);
 		if (err != 0) {
 			/* No file cut short under the name (a reader would take it for a killed process's). */
-			unlinkat(profile_at, profile_name, 0);
+			if (profile_at_ok())
+				unlinkat(profile_at, profile_name, 0);
 			profile_path[0] = '\0';
 		}
 		return err;
@@ -3491,7 +3504,12 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 	/* The same suffix of tmp as of profile_path. */
 	const char *tmp_name = tmp + (profile_name - profile_path);
 	memcpy(failed_path, tmp, sizeof(failed_path));
-	fd = openat(profile_at, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (profile_at_ok()) {
+		fd = openat(profile_at, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	} else {
+		fd = -1;
+		errno = EBADF; /* the directory's descriptor is gone: the kept file, or nothing */
+	}
 	if (fd < 0 && errno == EEXIST) {
 		/* Left by a write this process did not finish (it was killed in the middle). */
 		unlinkat(profile_at, tmp_name, 0);
@@ -3736,7 +3754,7 @@ tfa_shim_exec_failed(void)
 	int cancel = tfa_cancel_off();
 	tfa_guard_enter();
 	tfa_lock(&profile_lock);
-	if (profile_path[0] != '\0')
+	if (profile_path[0] != '\0' && profile_at_ok())
 		unlinkat(profile_at, profile_name, 0);
 	profile_path[0] = '\0';
 	tfa_unlock(&profile_lock);

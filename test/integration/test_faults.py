@@ -69,7 +69,9 @@ Cases:
                 profiles are in the directory's uid-65534, made by the process
                 before it changed (they were lost, and a leak gate passed),
                 their leaks fail the gate, and their lines come on tfalloc
-                run's stderr; skipped when not run as root
+                run's stderr; a program that closes the directory's
+                descriptor and opens its own under the number gets no file
+                of tfalloc's there (it did); skipped when not run as root
   sandbox       tp_setuid sandbox: a seccomp filter (after
                 PR_SET_NO_NEW_PRIVS) that refuses to open files, as man-db's
                 sandbox does: the profile is written, its leaks classified
@@ -448,6 +450,19 @@ def case_setuid_exec(ctx):
     for prog in ("tp_setuid", "sh"):
         T.check(re.search(r"^tfalloc\[\d+\]: %s: peak .*; profile %s/uid-65534/" % (prog, re.escape(lines)),
                           r.err, re.M), what + ": %s's summary on tfalloc run's stderr:\n%s" % (prog, r.err))
+    # The handed descriptor closed and another directory opened under its number: nothing is
+    # written there; the snapshot made before stays in uid-65534.
+    what = "tp_setuid exec-swap"
+    theirs = ctx.mkdtemp("theirs")
+    os.chmod(theirs, 0o777)
+    swap_out = os.path.join(home, "swap")
+    r = ctx.run_tool([ctx.prog("tp_setuid"), "exec-swap", theirs], outdir=swap_out,
+                     env={"TFALLOC_FLUSH_INTERVAL_MS": "10"})
+    T.check_eq(r.returncode, 0, what + "\n" + r.describe())
+    T.check(r.out.startswith("swapped "), what + ": output\n" + r.describe())
+    T.check_eq(os.listdir(theirs), [], what + ": files in the program's own directory")
+    snaps = [f for f in os.listdir(os.path.join(swap_out, "uid-65534")) if f.endswith(".prof")]
+    T.check_eq(len(snaps), 1, what + ": the snapshot in uid-65534: %r" % snaps)
     # A real program: setpriv(1) starts python3 as nobody.
     setpriv = shutil.which("setpriv")
     if setpriv is None:

@@ -40,6 +40,12 @@
 //               as "after-system" (through a shell: a spawn, then an exec),
 //               whose status it returns.
 //   after-system  a block of 7000 bytes lost, "child uid N".
+//   exec-swap DIR  as exec, the new image run as "after-swap DIR": it
+//               allocates for 50 ms (snapshots are written meanwhile under
+//               TFALLOC_FLUSH_INTERVAL_MS=10), then closes the descriptor
+//               of the output directory's uid-N it was handed and opens DIR
+//               under the same number, as a daemon that closed its
+//               descriptors and opened its own might; "swapped FD".
 //
 //   early       prints "early prctl N": what prctl returned (0, or errno) in the
 //               constructor of tp_early, a library the loader starts before
@@ -168,6 +174,34 @@ main(int argc, char **argv)
 		snprintf(line, sizeof(line), "%s after-system", argv[0]);
 		int status = system(line);
 		return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	} else if (strcmp(mode, "exec-swap") == 0 && argc > 2) {
+		TP_CHECK(setgid(NOBODY) == 0 && setuid(NOBODY) == 0, "setuid");
+		execl(argv[0], argv[0], "after-swap", argv[2], (char *)NULL);
+		TP_CHECK(0, "exec %s", argv[0]);
+	} else if (strcmp(mode, "after-swap") == 0 && argc > 2) {
+		void *lost = malloc(3000);
+		TP_KEEP(lost);
+		lost = NULL;
+		TP_KEEP(NULL);
+		allocate_for(50);
+		int handed = -1;
+		for (int fd = 3; fd < 4096 && handed < 0; fd++) {
+			char link[64], target[4096];
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			ssize_t n = readlink(link, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = '\0';
+				const char *base = strrchr(target, '/');
+				if (base != NULL && strcmp(base, "/uid-65534") == 0)
+					handed = fd;
+			}
+		}
+		TP_CHECK(handed >= 0, "no descriptor of uid-65534");
+		int mine = open(argv[2], O_RDONLY | O_DIRECTORY);
+		TP_CHECK(mine >= 0 && dup2(mine, handed) == handed, "open %s onto %d", argv[2], handed);
+		close(mine);
+		tp_out("swapped %d\n", handed);
+		return 0;
 	} else if (strcmp(mode, "after-system") == 0) {
 		void *lost = malloc(7000);
 		TP_KEEP(lost);
