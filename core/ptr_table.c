@@ -434,11 +434,6 @@ account_slots(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t old_cap, uint64_t
 		__atomic_fetch_and(&t->grown[k / 64], ~bit, __ATOMIC_RELAXED);
 }
 
-/*
- * Moves s's live records to a new mapping of new_cap slots, visiting from
- * start (run_start of the old slots: stale records go in probe order).
- * Returns false, with nothing changed, when no memory could be had.
- */
 /* Shard s's first slots (TFA_PTR_CAP_INITIAL): all empty while not its slots.  NULL: none to be had. */
 static tfa_record_t *
 small_slots(tfa_ptr_table_t *t, const tfa_ptr_shard_t *s)
@@ -461,7 +456,7 @@ small_slots(tfa_ptr_table_t *t, const tfa_ptr_shard_t *s)
 
 /* Gives a shard's slots back: its first slots emptied for its next use, others unmapped. */
 static void
-release_slots(tfa_ptr_table_t *t, tfa_record_t *slots, uint64_t cap)
+release_slots(tfa_record_t *slots, uint64_t cap)
 {
 	if (cap == CAP_INITIAL) {
 		memset(slots, 0, sizeof(tfa_record_t) * cap);
@@ -469,9 +464,13 @@ release_slots(tfa_ptr_table_t *t, tfa_record_t *slots, uint64_t cap)
 	} else {
 		tfa_arena_unmap(slots, sizeof(tfa_record_t) * cap);
 	}
-	(void)t;
 }
 
+/*
+ * Moves s's live records to a new mapping of new_cap slots, visiting from
+ * start (run_start of the old slots: stale records go in probe order).
+ * Returns false, with nothing changed, when no memory could be had.
+ */
 static bool
 shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t start)
 {
@@ -503,7 +502,7 @@ shard_move(tfa_ptr_table_t *t, tfa_ptr_shard_t *s, uint64_t new_cap, uint64_t st
 				drop_stale(t, rec);
 			}
 		}
-		release_slots(t, s->slots, cap);
+		release_slots(s->slots, cap);
 	}
 	__atomic_store_n(&s->slots, fresh, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cap, new_cap, __ATOMIC_RELAXED);
@@ -939,7 +938,7 @@ tfa_ptr_table_destroy(tfa_ptr_table_t *t)
 		if (!shard_exclude(t, s))
 			continue;
 		if (s->slots != NULL) {
-			release_slots(t, s->slots, s->cap);
+			release_slots(s->slots, s->cap);
 			account_slots(t, s, s->cap, 0);
 		}
 		s->slots = NULL;

@@ -323,9 +323,13 @@ copy_other_threads_tsd(void)
 {
 	int saved_errno = errno;
 
-	fork_tsd_n = 0;
+	/*
+	 * Alone: what an earlier fork copied stays, for a child of this child
+	 * (the threads left by that fork are left by this one too).
+	 */
 	if (!tsd.ok || live_count < 2)
 		goto out;
+	fork_tsd_n = 0;
 	if (fork_tsd == NULL && (fork_tsd = tfa_arena_map(FORK_TSD_WORDS * sizeof(uintptr_t))) == NULL)
 		goto out;
 	for (tfa_thread_rec_t *r = all_recs; r != NULL; r = r->next_all) {

@@ -391,21 +391,23 @@ def case_fork_held(ctx):
     r, rep = ctx.run_and_report([path, "held"], what="tp_fork held")
     parent_pid = int(T.parse_lines(r, "PARENT")[0][0])
     child_pid = int(T.parse_lines(r, "CHILD")[0][0])
+    grand_pid = int(T.parse_lines(r, "GRANDCHILD")[0][0])
     m = by_pid(rep["processes"])
-    T.check(parent_pid in m and child_pid in m, "profiles of pids %s, expected %d and %d"
-            % (sorted(m), parent_pid, child_pid))
-    parent, child = m[parent_pid][0], m[child_pid][0]
-    for p in (parent, child):
+    T.check(parent_pid in m and child_pid in m and grand_pid in m, "profiles of pids %s, expected %d, %d and %d"
+            % (sorted(m), parent_pid, child_pid, grand_pid))
+    parent, child, grand = m[parent_pid][0], m[child_pid][0], m[grand_pid][0]
+    for p in (parent, child, grand):
         T.check_exited(p, 0)
         T.check_consistent(p, multithreaded=True, allocator=ctx.allocator)
     T.check_eq([lk for lk in parent["leaks"] if lk["bytes"] == 4321], [], "the parent's leaks of 4321 bytes")
     for size, how in ((4321, "on its stack"), (2032, "under its first key"), (1234, "under its 40th key")):
         T.check_eq([lk for lk in parent["leaks"] if lk["bytes"] == size], [],
                    "the parent's leaks of %d bytes" % size)
-        held = [lk for lk in child["leaks"] if lk["bytes"] == size]
-        T.check(len(held) == 1 and held[0]["kind"] == "reachable",
-                "the child's block of %d bytes, which the parent's thread held %s at the fork: expected one "
-                "reachable block, got %s" % (size, how, json.dumps(held)[:400]))
+        for who, proc in (("child", child), ("grandchild", grand)):
+            held = [lk for lk in proc["leaks"] if lk["bytes"] == size]
+            T.check(len(held) == 1 and held[0]["kind"] == "reachable",
+                    "the %s's block of %d bytes, which the parent's thread held %s at the fork: expected one "
+                    "reachable block, got %s" % (who, size, how, json.dumps(held)[:400]))
 
 
 def case_orphans(ctx):

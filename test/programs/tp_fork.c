@@ -49,9 +49,10 @@
  * The thread also holds a block of 2032 bytes in thread-specific data under
  * the first of 40 keys, and one of 1234 bytes under the last (past glibc's
  * first 32, in a second-level block): glibc clears both in the child, and
- * the key's destructor frees each in the parent.
+ * the key's destructor frees each in the parent.  The child forks a
+ * grandchild that exits at once too.
  *
- * Prints "PARENT pid" and "CHILD pid" lines.
+ * Prints "PARENT pid", "CHILD pid" and "GRANDCHILD pid" lines.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -356,6 +357,16 @@ fork_held(void)
 	TP_CHECK(pid >= 0, "fork");
 	if (pid == 0) {
 		tp_out("CHILD %d\n", (int)getpid());
+		/* Its own child: the parent's thread is gone from both. */
+		pid_t grand = fork();
+		TP_CHECK(grand >= 0, "fork");
+		if (grand == 0) {
+			tp_out("GRANDCHILD %d\n", (int)getpid());
+			exit(0);
+		}
+		int gstatus;
+		TP_CHECK(waitpid(grand, &gstatus, 0) == grand && WIFEXITED(gstatus) && WEXITSTATUS(gstatus) == 0,
+			 "grandchild");
 		exit(0);
 	}
 	int status;
