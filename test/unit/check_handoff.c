@@ -31,6 +31,17 @@ cloexec(int fd)
 	return (flags & FD_CLOEXEC) != 0;
 }
 
+/* A new directory under /tmp (its path into dir, 32 bytes) and a descriptor to it. */
+static int
+open_temp_dir(char *dir, int flags)
+{
+	strcpy(dir, "/tmp/check_handoff.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | flags);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
 /* "u:FD:DEV:INO" of fd. */
 static void
 entry_of(char *buf, size_t size, char what, int fd)
@@ -44,10 +55,8 @@ entry_of(char *buf, size_t size, char what, int fd)
 
 START_TEST(receive_takes_the_named_file)
 {
-	char dir[] = "/tmp/check_handoff.XXXXXX", value[128];
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	int fd = open(dir, O_RDONLY | O_DIRECTORY); /* inherited: no close-on-exec */
-	ck_assert_int_ge(fd, 0);
+	char dir[32], value[128];
+	int fd = open_temp_dir(dir, 0); /* inherited: no close-on-exec */
 
 	reset();
 	entry_of(value, sizeof(value), 'u', fd);
@@ -62,10 +71,8 @@ END_TEST
 
 START_TEST(receive_refuses_others)
 {
-	char dir[] = "/tmp/check_handoff.XXXXXX", value[256], good[128];
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	int fd = open(dir, O_RDONLY | O_DIRECTORY);
-	ck_assert_int_ge(fd, 0);
+	char dir[32], value[256], good[128];
+	int fd = open_temp_dir(dir, 0);
 	struct stat st;
 	ck_assert_int_eq(fstat(fd, &st), 0);
 	entry_of(good, sizeof(good), 'u', fd);
@@ -98,10 +105,8 @@ END_TEST
 
 START_TEST(begin_and_end)
 {
-	char dir[] = "/tmp/check_handoff.XXXXXX", var[160], want[160];
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
+	char dir[32], var[160], want[160];
+	int fd = open_temp_dir(dir, O_CLOEXEC);
 
 	reset();
 	ck_assert_uint_eq(tfa_handoff_begin(var, sizeof(var)), 0);
