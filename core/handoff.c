@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 tfa_kept_fd_t tfa_handoff_user_dir = TFA_KEPT_FD_NONE;
+tfa_kept_fd_t tfa_handoff_profile = TFA_KEPT_FD_NONE;
 
 /* What a TFALLOC_HANDOFF entry's letter names. */
 static tfa_kept_fd_t *
@@ -18,12 +19,14 @@ kept_of(char what)
 		return &tfa_handoff_user_dir;
 	case 'l':
 		return tfa_log_kept_path_fd();
+	case 'p':
+		return &tfa_handoff_profile;
 	default:
 		return NULL;
 	}
 }
 
-static const char kinds[] = { 'u', 'l' };
+static const char kinds[] = { 'u', 'l', 'p' };
 
 void
 tfa_handoff_prepare_user_dir(const char *outdir, uid_t uid)

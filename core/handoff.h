@@ -15,7 +15,9 @@
  * program writes its profile there through that descriptor (openat: the
  * directories above it need not be N's to search).
  *
- * Both descriptors stay close-on-exec, but for the exec itself: the exec
+ * The profile's file that process kept is handed on too (tfa_handoff_profile).
+ *
+ * The descriptors stay close-on-exec, but for the exec itself: the exec
  * hooks clear the flag just before (tfa_handoff_begin) and set it again if
  * the exec fails (tfa_handoff_end), and the new program's environment gets
  * TFALLOC_HANDOFF with each descriptor's number, device and inode.  The new
@@ -43,6 +45,15 @@
  * output directory refuses them.
  */
 extern tfa_kept_fd_t tfa_handoff_user_dir;
+
+/*
+ * The profile's file, kept before a change of user, root or sandbox
+ * (core/shim.c writes there when the directory refuses it).  Handed on too:
+ * a program executed in a sandbox that refuses to create files (man's
+ * sandbox, where it runs col) writes its profile there, in place of the
+ * one its image before the exec wrote.
+ */
+extern tfa_kept_fd_t tfa_handoff_profile;
 
 /*
  * Before a change of the effective user to uid, by a process that may still

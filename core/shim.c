@@ -2278,6 +2278,9 @@ say_foreign_malloc(void)
 static tfa_child_env_t child_env;
 static bool child_env_kept;
 
+/* The kept profile's path, when the file was handed to this image at its start (core/handoff.h): for messages. */
+static char handed_profile_path[TFA_OPT_STR_MAX + 128];
+
 static char *
 child_env_copy(const char *s, size_t n)
 {
@@ -2303,6 +2306,12 @@ keep_child_env(void)
 	const char *handoff = getenv(TFA_HANDOFF_VAR);
 	if (handoff != NULL)
 		tfa_handoff_receive(handoff);
+	if (tfa_kept_fd_ours(&tfa_handoff_profile)) {
+		char link[32];
+		tfa_snprintf(link, sizeof(link), "/proc/self/fd/%d", tfa_handoff_profile.fd);
+		ssize_t n = readlink(link, handed_profile_path, sizeof(handed_profile_path) - 1);
+		handed_profile_path[n > 0 ? n : 0] = '\0';
+	}
 	(void)tfa_child_env_take_back(environ);
 }
 
@@ -2883,6 +2892,7 @@ static uint8_t out_buf[64 << 10];
 static uint8_t rec_buf[64 << 10];
 static tfa_lock_t profile_lock = TFA_LOCK_INIT;
 static char profile_path[TFA_OPT_STR_MAX + 128];
+_Static_assert(sizeof(handed_profile_path) == sizeof(profile_path), "copied into each other");
 /* The file a failed write was at, for its message. */
 static char failed_path[sizeof(profile_path) + 8];
 /*
@@ -2984,13 +2994,13 @@ create_profile_file(void)
 }
 
 /*
- * A descriptor to the profile's file, taken before the process changed its
- * credentials or root (tfa_shim_before_credentials).  A process that dropped
- * root had "no profile: cannot write ...: Permission denied" in the
- * directory it could write at its start, and a leak gate passed it, its
- * leaks unseen.
+ * The profile's file kept before the process changed its credentials or
+ * root (tfa_shim_before_credentials; tfa_handoff_profile, core/handoff.h).
+ * A process that dropped root had "no profile: cannot write ...: Permission
+ * denied" in the directory it could write at its start, and a leak gate
+ * passed it, its leaks unseen.
  */
-static tfa_kept_fd_t kept_profile = TFA_KEPT_FD_NONE;
+#define kept_profile tfa_handoff_profile
 
 void
 tfa_shim_before_credentials(uid_t new_euid)
@@ -3464,6 +3474,22 @@ write_profile_fd(int fd, uint32_t end_reason, int32_t exit_code, const tfa_alloc
 	return err;
 }
 
+/* The profile written in place into the kept file (kept_profile).  0 or -errno. */
+static int
+write_in_kept(uint32_t end_reason, int32_t exit_code, const tfa_allocator_stats_t *st, struct leak_walk *leaks)
+{
+	int kept = tfa_kept_fd_dup(&kept_profile);
+
+	if (kept < 0)
+		return -EBADF;
+	if (ftruncate(kept, 0) != 0 || lseek(kept, 0, SEEK_SET) != 0) {
+		int err = -errno;
+		close(kept);
+		return err;
+	}
+	return write_profile_fd(kept, end_reason, exit_code, st, leaks);
+}
+
 /*
  * Writes the profile: the first time straight into the name
  * create_profile_file reserves (nothing is there to replace: a reader that
@@ -3488,6 +3514,16 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 			/* The name is free for the next try; the message names what failed. */
 			memcpy(failed_path, profile_path, sizeof(profile_path));
 			profile_path[0] = '\0';
+			/*
+			 * The file its image before the exec kept, handed to this one:
+			 * this image's profile in place of that one's.
+			 */
+			if (handed_profile_path[0] != '\0' && write_in_kept(end_reason, exit_code, st, leaks) == 0) {
+				memcpy(profile_path, handed_profile_path, sizeof(profile_path));
+				profile_at = AT_FDCWD;
+				profile_name = profile_path;
+				return 0;
+			}
 			return fd;
 		}
 		memcpy(failed_path, profile_path, sizeof(profile_path));
@@ -3540,15 +3576,7 @@ write_profile_file(uint32_t end_reason, int32_t exit_code, const tfa_allocator_s
 		return 0;
 	}
 	/* The directory is no longer ours to write (credentials changed): the file itself, in place. */
-	int kept = tfa_kept_fd_dup(&kept_profile);
-	if (kept < 0)
-		return err;
-	if (ftruncate(kept, 0) != 0 || lseek(kept, 0, SEEK_SET) != 0) {
-		close(kept);
-		return err;
-	}
-	int kept_err = write_profile_fd(kept, end_reason, exit_code, st, leaks);
-	return kept_err == 0 ? 0 : err;
+	return write_in_kept(end_reason, exit_code, st, leaks) == 0 ? 0 : err;
 }
 
 #define FDS_ROOM 16 /* descriptors a profile opens at once, with room to spare */

@@ -75,6 +75,9 @@ Cases:
   sandbox       tp_setuid sandbox: a seccomp filter (after
                 PR_SET_NO_NEW_PRIVS) that refuses to open files, as man-db's
                 sandbox does: the profile is written, its leaks classified
+                a program it executes there (man's col), which cannot
+                create its file, writes its profile into the one its image
+                before the exec kept (it had none), and the gate sees its leak
   backend_enomem  tp_nomem backend under RLIMIT_AS: 256 MiB requests and
                 impossible ones fail as without tfalloc (NULL and ENOMEM,
                 std::bad_alloc), what fits still succeeds and the report
@@ -513,6 +516,21 @@ def case_sandbox(ctx):
     kinds = sorted((l["bytes"], l["kind"]) for l in proc.get("leaks", []) if l["bytes"] in (1000, 4000, 5000))
     T.check_eq(kinds, [(1000, "definite"), (4000, "reachable"), (5000, "definite")],
                what + ": the leaks, classified: %r" % proc.get("leaks"))
+    # A program executed inside the sandbox (man's col): it cannot create its file, and writes its
+    # profile into the one its image before the exec kept (it had none: "Function not implemented").
+    what = "tp_setuid sandbox-exec"
+    r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), "sandbox-exec"], what=what, quiet=False)
+    T.check_eq(r.out, "sandboxed image\n", what + ": output")
+    T.check("no profile" not in r.err, what + ": stderr\n" + r.err)
+    proc = T.only_process(rep, what)
+    T.check(proc["command"].endswith("after-sandbox"), what + ": the profile is the executed image's: %s"
+            % proc["command"])
+    T.check_exited(proc, 0)
+    sizes = [l["bytes"] for l in proc.get("leaks", []) if l.get("kind") == "definite"]
+    T.check_eq(sizes, [3000], what + ": its leak: %r" % proc.get("leaks"))
+    T.check(("; profile %s\n" % proc["file"]) in r.err, what + ": the summary names the file\n" + r.err)
+    g = ctx.run_tool([ctx.prog("tp_setuid"), "sandbox-exec"], tool_args=["--leak-gate"])
+    T.check_eq(g.returncode, 23, what + ": the leak gate's status\n" + g.describe())
     # prctl in the constructor of a library the loader starts before the shim: glibc's answer.
     argv = [ctx.prog("tp_setuid"), "early"]
     plain = ctx.run_plain(argv)

@@ -28,6 +28,10 @@
 //               libseccomp sets it) that refuses open, openat and creat with
 //               ENOSYS, as man-db's sandbox refuses to create files; the 5000
 //               bytes.  Prints "sandboxed".  Needs no root.
+//   sandbox-exec  a sandbox as man-db's: files may be opened to read, none to
+//               write or create; then exec of itself as "after-sandbox",
+//               which loses a block of 3000 bytes and prints "sandboxed
+//               image" (man-db runs col so).
 //   killed      setuid(0) (root stays root: the change is asked all the same),
 //               then SIGKILL: what is left under the profile's name is the
 //               snapshot the change made, not an empty file.
@@ -83,6 +87,56 @@ allocate_for(long ms)
 		free(p);
 		clock_gettime(CLOCK_MONOTONIC, &now);
 	} while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+
+/*
+ * A seccomp filter (after PR_SET_NO_NEW_PRIVS, as libseccomp sets it) that
+ * refuses open, openat and creat with ENOSYS, as man-db's sandbox refuses to
+ * create files.
+ */
+static void
+sandbox(void)
+{
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_creat, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+	};
+	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
+	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+	TP_CHECK(open("/dev/null", O_RDONLY) < 0 && errno == ENOSYS, "the filter refuses open");
+}
+
+/*
+ * A filter as man-db's sandbox has it: files opened to read, none to write
+ * or create (ENOSYS), so that an executed program still loads.
+ */
+static void
+sandbox_writes(void)
+{
+	const unsigned writes = O_ACCMODE | O_CREAT;
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 0, 2),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, writes, 5, 4),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 2),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, writes, 2, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_creat, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+	};
+	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
+	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+	int fd = open("/dev/null", O_RDONLY);
+	TP_CHECK(fd >= 0 && open("/dev/null", O_WRONLY) < 0 && errno == ENOSYS, "the filter refuses writes only");
+	close(fd);
 }
 
 /* After the change: the 1000 bytes dropped, 5000 more lost, and the line said. */
@@ -145,19 +199,20 @@ main(int argc, char **argv)
 	} else if (strcmp(mode, "sandbox") == 0) {
 		reachable = malloc(4000);
 		kept = malloc(1000);
-		struct sock_filter filter[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 3, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 2, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_creat, 1, 0),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		};
-		struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
-		TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
-		TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
-		TP_CHECK(open("/dev/null", O_RDONLY) < 0 && errno == ENOSYS, "the filter refuses open");
+		sandbox();
 		return confined(kept, "sandboxed");
+	} else if (strcmp(mode, "sandbox-exec") == 0) {
+		sandbox_writes();
+		execl(argv[0], argv[0], "after-sandbox", (char *)NULL);
+		TP_CHECK(0, "exec %s", argv[0]);
+	} else if (strcmp(mode, "after-sandbox") == 0) {
+		TP_CHECK(open("/dev/null", O_WRONLY) < 0 && errno == ENOSYS, "the filter refuses open to write");
+		void *lost = malloc(3000);
+		TP_KEEP(lost);
+		lost = NULL;
+		TP_KEEP(NULL);
+		tp_out("sandboxed image\n");
+		return 0;
 	} else if (strcmp(mode, "exec") == 0) {
 		kept = malloc(1000);
 		TP_KEEP(kept);
