@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int
 tfa_is_profile_name(const char *name)
@@ -122,4 +123,18 @@ tfa_profile_dir_free(char **paths, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(paths[i]);
 	free(paths);
+}
+
+void
+tfa_profile_dir_tidy(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (is_uid_dir_name(de->d_name))
+			(void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR); /* refused unless empty */
+	closedir(d);
 }

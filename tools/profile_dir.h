@@ -28,4 +28,11 @@ int tfa_profile_dir_list(const char *dir, char ***paths, size_t *n);
 
 void tfa_profile_dir_free(char **paths, size_t n);
 
+/*
+ * Removes dir's empty uid-N subdirectories: a process that dropped root
+ * made one for programs it did not execute (apt's methods).  Only once no
+ * process of the run is left to write there.
+ */
+void tfa_profile_dir_tidy(const char *dir);
+
 #endif /* TFA_TOOLS_PROFILE_DIR_H */

@@ -1109,6 +1109,8 @@ tfa_cmd_run(int argc, char **argv)
 	signal(SIGXFSZ, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	run_log_stop(&log);
+	if (!running)
+		tfa_profile_dir_tidy(dir);
 	if (ran && closing_line) {
 		fprintf(stderr, "tfalloc: %zu profile(s) in %s; read them with: tfalloc report ",
 		        run_count_profiles(dir), dir);

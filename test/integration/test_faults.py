@@ -359,6 +359,8 @@ def case_setuid(ctx):
         r, rep = ctx.run_and_report([ctx.prog("tp_setuid"), mode], what=what, env=env)
         T.check_eq(r.out, "uid 65534\n", what + ": output")
         T.check_eq(os.stat(r.outdir).st_mode & 0o777, 0o700, what + ": the directory is root's alone")
+        T.check(not os.path.exists(os.path.join(r.outdir, "uid-65534")),
+                what + ": the directory made for programs it did not execute is left: %r" % os.listdir(r.outdir))
         T.check("no profile" not in r.err, what + ": stderr\n" + r.err)
         proc = T.only_process(rep, what)
         T.check_exited(proc, 0)
