@@ -98,6 +98,28 @@ tfa_handoff_begin(char *buf, size_t size)
 	return n;
 }
 
+size_t
+tfa_handoff_fds(int *fds, size_t max)
+{
+	int saved_errno = errno;
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(kinds) && n < max; i++) {
+		tfa_kept_fd_t *k = kept_of(kinds[i]);
+		if (!tfa_kept_fd_ours(k))
+			continue;
+		size_t at = n++;
+		/* Insertion: three at most. */
+		while (at > 0 && fds[at - 1] > k->fd) {
+			fds[at] = fds[at - 1];
+			at--;
+		}
+		fds[at] = k->fd;
+	}
+	errno = saved_errno;
+	return n;
+}
+
 void
 tfa_handoff_end(void)
 {

@@ -71,6 +71,13 @@ void tfa_handoff_prepare_user_dir(const char *outdir, uid_t uid);
  */
 size_t tfa_handoff_begin(char *buf, size_t size);
 
+/*
+ * The kept descriptors that are still the shim's, for close_range and
+ * closefrom to spare (preload/fd_hooks.c): at most max, in ascending order.
+ * Safe in a vfork child.
+ */
+size_t tfa_handoff_fds(int *fds, size_t max);
+
 /* After an exec that failed, or a spawn: close-on-exec again. */
 void tfa_handoff_end(void);
 

@@ -69,7 +69,10 @@ Cases:
                 profiles are in the directory's uid-65534, made by the process
                 before it changed (they were lost, and a leak gate passed),
                 their leaks fail the gate, and their lines come on tfalloc
-                run's stderr; a program that closes the directory's
+                run's stderr; python's subprocess with user="nobody", whose
+                child closes its descriptors (close_range) before the exec:
+                the same (it had no profile, and its line in the stderr its
+                parent captured); a program that closes the directory's
                 descriptor and opens its own under the number gets no file
                 of tfalloc's there (it did); skipped when not run as root
   sandbox       tp_setuid sandbox: a seccomp filter (after
@@ -468,6 +471,22 @@ def case_setuid_exec(ctx):
     T.check_eq(os.listdir(theirs), [], what + ": files in the program's own directory")
     snaps = [f for f in os.listdir(os.path.join(swap_out, "uid-65534")) if f.endswith(".prof")]
     T.check_eq(len(snaps), 1, what + ": the snapshot in uid-65534: %r" % snaps)
+    # python's subprocess with user="nobody": the child closes every descriptor but its own
+    # (close_range) before the exec; tfalloc's to hand on are spared.
+    what = "python3 subprocess user=nobody"
+    script = ("import subprocess, sys\n"
+              "code = \"import ctypes; c = ctypes.CDLL(None); c.malloc.restype = ctypes.c_void_p; "
+              "[c.malloc(1000) for i in range(10)]; print('child')\"\n"
+              "r = subprocess.run(['/usr/bin/python3', '-c', code], user='nobody', group='nogroup', "
+              "extra_groups=[], capture_output=True, text=True)\n"
+              "print(repr(r.stdout), repr(r.stderr), r.returncode)\n")
+    sub_out = os.path.join(home, "subprocess")
+    r, rep = ctx.run_and_report(["/usr/bin/python3", "-c", script], what=what, outdir=sub_out, quiet=False)
+    T.check_eq(r.out, "'child\\n' '' 0\n", what + ": the child's output, and its stderr as its parent captured it")
+    kids = [p for p in rep["processes"] if os.path.dirname(p["file"]) == os.path.join(sub_out, "uid-65534")]
+    T.check(len(kids) == 1, what + ": the child's profile in uid-65534\n" + T.summary(rep["processes"]))
+    lost = sum(l["bytes"] for l in kids[0].get("leaks", []) if l.get("kind") == "definite")
+    T.check(lost >= 10000, what + ": its 10 blocks of 1000 bytes, lost: %r" % kids[0].get("leaks"))
     # A real program: setpriv(1) starts python3 as nobody.
     setpriv = shutil.which("setpriv")
     if setpriv is None:

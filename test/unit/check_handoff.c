@@ -122,6 +122,9 @@ START_TEST(begin_and_end)
 	ck_assert_str_eq(var, want);
 	ck_assert_uint_eq(n, strlen(want));
 	ck_assert(!cloexec(kept));
+	int fds[4];
+	ck_assert_uint_eq(tfa_handoff_fds(fds, 4), 1);
+	ck_assert_int_eq(fds[0], kept);
 	tfa_handoff_end();
 	ck_assert(cloexec(kept));
 	/* Too small a buffer: nothing handed off, nothing made inheritable. */
