@@ -5,6 +5,8 @@ from it (headless Chromium, --dump-dom: the DOM after the page's script ran).
 usage: test_html.py TFALLOC CASE [TP_SITES | SYMFIX_LIB]
 
 cases:
+  many_stacks  3,000 hand-made stacks: the page's tree of stacks and columns of
+             sites give each stack and site back
   sites      a real run of test/programs/tp_sites (TP_SITES): the page's script
              runs without error; the memory-over-time plot has one point per
              timeline point and marks the peak; the flame graph of the peak has
@@ -29,6 +31,7 @@ Chromium is not installed (scripts/setup.sh installs it).
 import html.parser
 import json
 import os
+import random
 import re
 import shutil
 import struct
@@ -283,6 +286,25 @@ def case_sites():
     eq(dp["devices"][0]["peak_bytes_in_use"], 263168, "the peak in the data")
     eq(len(dp["timeline"]["t_ns"]), len(want["timeline"]), "timeline points in the data")
     check(dp["trimmed"], "frames outside main left out")
+    # The sites as columns and the stacks as a tree (tools/html.c): the same sites as the JSON
+    # report's, and every site's stack found by walking up from its leaf.
+    cols = dp["sites"]
+    sites = [(cols["devices"][cols["device"][i]], cols["stack"][i], cols["num_allocs"][i],
+              cols["total_bytes"][i], cols["bytes_at_peak"][i]) for i in range(len(cols["stack"]))]
+    eq(sorted(sites), sorted((s["device"], s["stack_id"], s["num_allocs"], s["total_bytes"], s["bytes_at_peak"])
+                             for s in want["sites"]), "the sites in the data")
+    nodes, stack_frames = dp["stack_nodes"], {}
+    for sid, leaf in zip(dp["stack_ids"], dp["stack_leaves"]):
+        fr = []
+        while leaf:
+            fr.append(nodes[2 * (leaf - 1) + 1])
+            leaf = nodes[2 * (leaf - 1)]
+        stack_frames[sid] = fr
+    check(all(stack_frames.get(s[1]) for s in sites), "every site's stack in the tree")
+    frame_names = {i: f[0] for i, f in enumerate(dp["frames"])}
+    cache = [stack_frames[s[1]] for s in sites if s[2] == 64]
+    check(cache and frame_names[cache[0][-1]] == "main" and "cache_alloc" in [frame_names[i] for i in cache[0]],
+          "cache_alloc's stack, innermost first up to main: %r" % [[frame_names[i] for i in c] for c in cache])
 
     dom = browse(page_path, "#test-zoom=cache_alloc&search=_ALLOC")
     title = dom.by_id("tfa-process-title")
@@ -513,6 +535,35 @@ def case_escaping():
     eq(t.attrs["data-zoomed"], POKE, "zoomed into the C++ frame")
     errors = dom.by_id("tfa-errors")
     check(errors is not None and NASTY_DETAIL in errors.all_text(), "the error's detail, as text")
+
+
+def case_many_stacks():
+    """3,000 stacks of 1 to 12 return addresses out of 41, sharing their outer frames: the page's
+    tree of stacks (tools/html.c), grown past its first 1,024 nodes, gives each stack back frame
+    for frame, innermost first; the sites' columns give each site back."""
+    rng = random.Random(1)
+    table = {sid: [0x400000 + rng.randint(0, 40) * 16 for _ in range(rng.randint(1, 12))]
+             for sid in range(1, 3001)}
+    path = write("many.prof", pg.profile([pg.process(pid=7, command="many"), config(), stacks(table)]
+                                         + [site(sid, sid, 16 * sid, 0, 0, sid % 7) for sid in table]))
+    page_path = os.path.join(TMP, "many.html")
+    rc, out, err = tfalloc("report", "--format", "html", "-o", page_path, path)
+    eq((rc, out, err), (0, "", ""), "the report")
+    dp = data_of(read(page_path))["processes"][0]
+    nodes, names = dp["stack_nodes"], [f[0] for f in dp["frames"]]
+    check(len(nodes) // 2 > 1024, "the tree grew: %d nodes" % (len(nodes) // 2))
+    got = {}
+    for sid, leaf in zip(dp["stack_ids"], dp["stack_leaves"]):
+        fr = []
+        while leaf:
+            fr.append(names[nodes[2 * (leaf - 1) + 1]])
+            leaf = nodes[2 * (leaf - 1)]
+        got[sid] = fr
+    eq(got, {sid: ["0x%x" % pc for pc in pcs] for sid, pcs in table.items()}, "every stack, frame for frame")
+    cols = dp["sites"]
+    eq(sorted(zip(cols["stack"], cols["num_allocs"], cols["total_bytes"], cols["bytes_at_peak"])),
+       [(sid, sid, 16 * sid, sid % 7) for sid in sorted(table)], "the sites' columns")
+    eq(cols["devices"], ["cpu"], "the devices' names, once")
 
 
 def plain_profile(pid, command, complete=1):

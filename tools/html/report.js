@@ -1021,11 +1021,31 @@
     out.setAttribute('data-reset-visible', JSON.stringify(visibleNames(fg)));
   }
 
+  // The data's columns of sites made one object per site, and its tree of
+  // stacks a list of frames per stack id, innermost first (tools/html.c).
+  function unpack(p) {
+    var c = p.sites, sites = [];
+    for (var i = 0; i < c.stack.length; i++) {
+      sites.push({ device: c.devices[c.device[i]], stack: c.stack[i], num_allocs: c.num_allocs[i],
+                   total_bytes: c.total_bytes[i], bytes_in_use: c.bytes_in_use[i],
+                   blocks_in_use: c.blocks_in_use[i], bytes_at_peak: c.bytes_at_peak[i] });
+    }
+    p.sites = sites;
+    var nodes = p.stack_nodes, byId = {};
+    for (var s = 0; s < p.stack_ids.length; s++) {
+      var frames = [];
+      for (var n = p.stack_leaves[s]; n !== 0; n = nodes[2 * (n - 1)]) frames.push(nodes[2 * (n - 1) + 1]);
+      byId[String(p.stack_ids[s])] = frames;
+    }
+    p.stacks_by_id = byId;
+  }
+
   function main() {
     var data = JSON.parse(document.getElementById('tfa-data').textContent);
     var app = document.getElementById('tfa-app');
     var opts = hashOptions();
     var procs = data.processes;
+    procs.forEach(unpack);
 
     var header = el('header', { 'class': 'top' }, el('h1', { text: 'tfalloc memory report' }));
     app.appendChild(header);
