@@ -89,10 +89,19 @@ allocate_for(long ms)
 	} while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
 }
 
+/* Loads a seccomp filter, after PR_SET_NO_NEW_PRIVS as libseccomp sets it. */
+static void
+load_filter(struct sock_filter *filter, size_t n)
+{
+	struct sock_fprog prog = { .len = (unsigned short)n, .filter = filter };
+
+	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
+	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+}
+
 /*
- * A seccomp filter (after PR_SET_NO_NEW_PRIVS, as libseccomp sets it) that
- * refuses open, openat and creat with ENOSYS, as man-db's sandbox refuses to
- * create files.
+ * A seccomp filter that refuses open, openat and creat with ENOSYS, as
+ * man-db's sandbox refuses to create files.
  */
 static void
 sandbox(void)
@@ -105,9 +114,7 @@ sandbox(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 	};
-	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
-	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
-	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+	load_filter(filter, sizeof(filter) / sizeof(filter[0]));
 	TP_CHECK(open("/dev/null", O_RDONLY) < 0 && errno == ENOSYS, "the filter refuses open");
 }
 
@@ -131,9 +138,7 @@ sandbox_writes(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
 	};
-	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
-	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
-	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "PR_SET_SECCOMP");
+	load_filter(filter, sizeof(filter) / sizeof(filter[0]));
 	int fd = open("/dev/null", O_RDONLY);
 	TP_CHECK(fd >= 0 && open("/dev/null", O_WRONLY) < 0 && errno == ENOSYS, "the filter refuses writes only");
 	close(fd);
