@@ -494,14 +494,21 @@ env_call_with_child_environ(struct env_call *c)
 	const tfa_child_env_t *ce = tfa_shim_child_env();
 	char **before = environ;
 	struct handoff h;
-	(void)handoff_begin(&h, &ce, false);
+	bool handed = handoff_begin(&h, &ce, false);
 	size_t need = ce != NULL ? tfa_child_env_size(ce, before) : 0;
-	void *where = need != 0 ? tfa_arena_map(need) : NULL;
+	/*
+	 * The hand-off's entry goes into the copy too: the copy outlives this
+	 * frame (other threads may still read it), h does not.
+	 */
+	size_t extra = handed ? strlen(h.var) + 1 : 0;
+	void *where = need != 0 ? tfa_arena_map(need + extra) : NULL;
+	if (where != NULL && handed)
+		h.with.handoff = memcpy((char *)where + need, h.var, extra);
 	char **child = where != NULL ? tfa_child_env_build(ce, before, where, need) : NULL;
 
 	if (child == NULL) {
 		if (where != NULL)
-			tfa_arena_unmap(where, need);
+			tfa_arena_unmap(where, need + extra);
 		env_call_run(c);
 		handoff_end(&h);
 		return;
@@ -519,7 +526,7 @@ env_call_with_child_environ(struct env_call *c)
 	void *old = retired;
 	size_t old_bytes = retired_bytes;
 	retired = where;
-	retired_bytes = need;
+	retired_bytes = need + extra;
 	tfa_unlock(&retired_lock);
 	if (old != NULL)
 		tfa_arena_unmap(old, old_bytes);
