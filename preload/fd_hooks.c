@@ -61,15 +61,28 @@ close_range(unsigned int first, unsigned int last, int flags)
 	return (int)syscall(SYS_close_range, lo, last, flags);
 }
 
+/*
+ * glibc's closefrom, found at load: a vfork child calls closefrom before its
+ * exec, and dlsym there (it allocates, and takes the loader's lock) could
+ * meet a lock another thread of the parent holds.
+ */
+static void *real_closefrom;
+
+__attribute__((constructor(TFA_CTOR_PRIO_REGISTRY))) static void
+fd_hooks_resolve(void)
+{
+	__atomic_store_n(&real_closefrom, dlsym(RTLD_NEXT, "closefrom"), __ATOMIC_RELAXED);
+}
+
 void
 closefrom(int lowfd)
 {
 	if (lowfd >= 0 && close_range((unsigned int)lowfd, ~0u, 0) == 0)
 		return;
 	/* No close_range (Linux before 5.9): glibc's walk of /proc/self/fd, which spares nothing. */
-	void (*real)(int);
-	void *sym = dlsym(RTLD_NEXT, "closefrom");
+	void *sym = __atomic_load_n(&real_closefrom, __ATOMIC_RELAXED);
 	if (sym != NULL) {
+		void (*real)(int);
 		__builtin_memcpy(&real, &sym, sizeof(real));
 		real(lowfd);
 	}

@@ -13,7 +13,6 @@
  */
 #include "tools/gate.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -11,8 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int
-tfa_is_profile_name(const char *name)
+/* Whether name is a profile's file name (*.prof, more than the suffix). */
+static bool
+is_profile_name(const char *name)
 {
 	size_t n = strlen(name);
 
@@ -81,7 +82,7 @@ list_dir(struct list *l, const char *dir, bool subdirs)
 				err = r;
 			continue;
 		}
-		if (!tfa_is_profile_name(de->d_name))
+		if (!is_profile_name(de->d_name))
 			continue;
 		if (!subdirs
 		    && (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)))

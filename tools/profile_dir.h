@@ -13,9 +13,6 @@
 
 #include <stddef.h>
 
-/* Whether name is a profile's file name (*.prof, more than the suffix). */
-int tfa_is_profile_name(const char *name);
-
 /*
  * The paths of the profiles in dir and in its uid-N subdirectories (N a
  * number; real directories, not symlinks), sorted by path: a malloc'd array

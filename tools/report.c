@@ -9,7 +9,6 @@
  */
 #include "tools/tfalloc.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

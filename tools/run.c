@@ -20,7 +20,6 @@
  */
 #include "tools/tfalloc.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

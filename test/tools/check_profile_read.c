@@ -753,6 +753,25 @@ tree_profile(void)
 	return b;
 }
 
+/*
+ * tree_profile, then a record of type whose first number is first and whose
+ * one entry is (ref, delta), then the end: *at is the entry's offset.
+ */
+static struct buf
+tree_with_entry(uint32_t type, uint32_t first, uint64_t ref, uint64_t delta, size_t *at)
+{
+	struct buf b = tree_profile();
+
+	begin(&b, type);
+	put_u32(&b, first);
+	*at = b.len;
+	put_uleb(&b, ref);
+	put_uleb(&b, delta);
+	end(&b);
+	rec_end(&b, 1);
+	return b;
+}
+
 START_TEST(test_profile_read_stack_tree_broken)
 {
 	struct buf b;
@@ -771,14 +790,7 @@ START_TEST(test_profile_read_stack_tree_broken)
 
 	/* A node its own parent, and one whose parent would come before node 1. */
 	for (uint64_t back = 0; back <= 6; back += 6) {
-		b = tree_profile();
-		begin(&b, TFA_REC_STACK_NODES);
-		put_u32(&b, 5);
-		at = b.len;
-		put_uleb(&b, back);
-		put_uleb(&b, 0);
-		end(&b);
-		rec_end(&b, 1);
+		b = tree_with_entry(TFA_REC_STACK_NODES, 5, back, 0, &at);
 		expect_error(&b, b.len,
 		             "t.prof: offset %zu: stack nodes record: node 5 has its parent %" PRIu64
 		             " back (1 to 5)", at, back);
@@ -786,26 +798,12 @@ START_TEST(test_profile_read_stack_tree_broken)
 	}
 
 	/* A stack on a node not read (yet). */
-	b = tree_profile();
-	begin(&b, TFA_REC_STACK_LEAVES);
-	put_u32(&b, 1);
-	at = b.len;
-	put_uleb(&b, 5);
-	put_uleb(&b, 0);
-	end(&b);
-	rec_end(&b, 1);
+	b = tree_with_entry(TFA_REC_STACK_LEAVES, 1, 5, 0, &at);
 	expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: stack 1 on node 5, of 4 read", at);
 	free(b.p);
 
 	/* Stack id 0, and ids that would pass 2^32 - 1. */
-	b = tree_profile();
-	begin(&b, TFA_REC_STACK_LEAVES);
-	put_u32(&b, 0);
-	at = b.len;
-	put_uleb(&b, 1);
-	put_uleb(&b, 0);
-	end(&b);
-	rec_end(&b, 1);
+	b = tree_with_entry(TFA_REC_STACK_LEAVES, 0, 1, 0, &at);
 	expect_error(&b, b.len, "t.prof: offset %zu: stack leaves record: stack id 0 (1 to 4294967295)", at);
 	free(b.p);
 	b = tree_profile();
